@@ -1,0 +1,19 @@
+// Package combotest provides fake LLM upstreams for tests: scripted answers
+// per call and per credential, served either in process through an
+// [http.RoundTripper] or over loopback through an [httptest.Server].
+//
+// A script is a list of [Reply] values. Each call takes the next reply of
+// the script registered for its credential (the bearer token of the
+// Authorization header, or the x-api-key header), falling back to the
+// default script; the last reply of a script repeats once the script is used
+// up. A reply can be a plain answer (status, headers, body), a delay, a
+// connection reset, a hang that lasts until the request is cancelled, or a
+// server-sent-event stream with a chosen pace, heartbeats, tool-call and
+// reasoning events, and error events inside a 200 stream.
+//
+// The in-process transport starts no goroutine: a streamed body produces its
+// events on Read, waiting out the pace there, so it also runs inside
+// testing/synctest bubbles where the pace passes instantly. The loopback
+// server runs handlers on the goroutines of net/http; [Upstream.Close] ends
+// every hanging or streaming handler and waits for them.
+package combotest
