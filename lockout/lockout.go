@@ -2,6 +2,7 @@ package lockout
 
 import (
 	"cmp"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -63,8 +64,8 @@ type Config struct {
 // A Lockout is safe for concurrent use by multiple goroutines.
 type Lockout struct {
 	cfg      atomic.Pointer[config]
-	families map[string]FamilyFunc // read-only after New
-	aliases  map[string]string     // read-only after New
+	families []family // read-only after New
+	aliases  []alias  // read-only after New
 	loc      *time.Location
 	onChange func(Change)
 
@@ -93,28 +94,52 @@ func (c *config) window(e *entry) time.Duration {
 	return e.resetAfter
 }
 
+type family struct {
+	provider string
+	fn       FamilyFunc
+}
+
+type alias struct{ from, to string }
+
+// seed keys the hash of every Lockout; entries are compared in full, so a
+// shared seed costs nothing in correctness.
+var seed = maphash.MakeSeed()
+
 type shard struct {
 	mu        sync.RWMutex
-	conns     map[connKey]*conn // lazily initialised
+	m         map[uint64]*entry // by keyHash; lazily initialised
+	exact     int               // entries with exact keys, so checks can skip that lookup
 	nextSweep time.Time
 	_         [64]byte // keep neighbouring shards off one cache line
 }
 
-type connKey struct{ provider, connection string }
-
-type conn struct {
-	entries map[slot]*entry
-	exact   int // entries with slot.exact, so checks can skip that lookup
+// key identifies one entry. Family and model keys share one namespace (a
+// model's family is often the model itself); exact keys have their own.
+type key struct {
+	provider, connection, name string
+	exact                      bool
 }
 
-// slot is the model part of a key. Family and model keys share one
-// namespace (a model's family is often the model itself).
-type slot struct {
-	name  string
-	exact bool
+// keyHash mixes the hashes of a key's connection and name. Connection ids
+// rarely repeat across providers, so the provider is left to the full
+// comparison. An exact key and a model key with the same name share a hash,
+// so a check of an already lower-case model finds both in one lookup.
+func keyHash(hc, hn uint64) uint64 { return hc*0x9E3779B97F4A7C15 ^ hn }
+
+func (sh *shard) find(h uint64, k key) *entry {
+	for e := sh.m[h]; e != nil; e = e.next {
+		if e.key == k {
+			return e
+		}
+	}
+	return nil
 }
 
 type entry struct {
+	key
+	hash uint64
+	next *entry // next entry with the same hash
+
 	scope    Scope
 	reason   Reason
 	lockedAt time.Time
@@ -147,24 +172,25 @@ func (e *entry) retainUntil(c *config) time.Time {
 // New returns a Lockout configured by c.
 func New(c Config) *Lockout {
 	l := &Lockout{loc: c.Location, onChange: c.OnChange}
-	if c.Families == nil {
-		l.families = DefaultFamilies()
-	} else {
-		l.families = make(map[string]FamilyFunc, len(c.Families))
-		for k, v := range c.Families {
-			if v != nil {
-				l.families[k] = v
-			}
+	fams := c.Families
+	if fams == nil {
+		fams = DefaultFamilies()
+	}
+	for p, fn := range fams {
+		if fn != nil {
+			l.families = append(l.families, family{p, fn})
 		}
 	}
-	if c.Aliases == nil {
-		l.aliases = DefaultAliases()
-	} else {
-		l.aliases = make(map[string]string, len(c.Aliases))
-		for k, v := range c.Aliases {
-			l.aliases[k] = v
-		}
+	aliases := c.Aliases
+	if aliases == nil {
+		aliases = DefaultAliases()
 	}
+	for from, to := range aliases {
+		l.aliases = append(l.aliases, alias{from, to})
+	}
+	// Sorted for a deterministic scan; the tables are short in practice.
+	slices.SortFunc(l.families, func(a, b family) int { return cmp.Compare(a.provider, b.provider) })
+	slices.SortFunc(l.aliases, func(a, b alias) int { return cmp.Compare(a.from, b.from) })
 	l.SetSettings(c.Settings)
 	return l
 }
@@ -172,12 +198,14 @@ func New(c Config) *Lockout {
 // SetSettings replaces the settings; they are normalized first. Existing
 // locks keep their end times. While Enabled is false every model reads as
 // unlocked and nothing new is recorded.
-func (l *Lockout) SetSettings(s Settings) {
+func (l *Lockout) SetSettings(s Settings) { l.cfg.Store(newConfig(s)) }
+
+func newConfig(s Settings) *config {
 	c := &config{Settings: s.Normalize()}
 	for _, code := range c.ErrorCodes {
 		c.codes[code/64] |= 1 << (code % 64)
 	}
-	l.cfg.Store(c)
+	return c
 }
 
 // Settings returns the normalized settings in use.
@@ -187,13 +215,7 @@ func (l *Lockout) Settings() Settings {
 	return s
 }
 
-var zeroConfig = func() *config {
-	c := &config{Settings: Settings{}.Normalize()}
-	for _, code := range c.ErrorCodes {
-		c.codes[code/64] |= 1 << (code % 64)
-	}
-	return c
-}()
+var zeroConfig = newConfig(Settings{})
 
 func (l *Lockout) config() *config {
 	if c := l.cfg.Load(); c != nil {
@@ -202,30 +224,28 @@ func (l *Lockout) config() *config {
 	return zeroConfig
 }
 
+// canonical maps a provider alias to its canonical id. The alias table is
+// scanned linearly: it is short, and a length check rejects most entries.
 func (l *Lockout) canonical(provider string) string {
-	if len(l.aliases) != 0 {
-		if p, ok := l.aliases[provider]; ok {
-			return p
+	for i := range l.aliases {
+		if l.aliases[i].from == provider {
+			return l.aliases[i].to
 		}
 	}
 	return provider
 }
 
 func (l *Lockout) family(provider, model string) string {
-	if f := l.families[provider]; f != nil {
-		return f(model)
+	for i := range l.families {
+		if l.families[i].provider == provider {
+			return l.families[i].fn(model)
+		}
 	}
 	return model
 }
 
-func (l *Lockout) shardFor(connection string) *shard {
-	// FNV-1a: cheap, allocation-free and good enough to spread connections.
-	h := uint32(2166136261)
-	for i := 0; i < len(connection); i++ {
-		h ^= uint32(connection[i])
-		h *= 16777619
-	}
-	return &l.shards[h&(numShards-1)]
+func (l *Lockout) shard(hc uint64) *shard {
+	return &l.shards[(hc>>32^hc)&(numShards-1)]
 }
 
 // exactName returns model trimmed and lower-cased. When lowering is needed
@@ -262,7 +282,7 @@ func exactName(model string, buf *[maxStackModel]byte) string {
 // exactKey returns the exact-key model part of model in memory of its own,
 // for storing.
 func exactKey(model string) string {
-	return strings.ToLower(strings.TrimSpace(model))
+	return strings.Clone(strings.ToLower(strings.TrimSpace(model)))
 }
 
 // Locked is shorthand for LockedAt(provider, connection, model, time.Now()).
@@ -284,28 +304,50 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 		return time.Time{}, "", false
 	}
 	provider = l.canonical(provider)
-	fam := l.family(provider, model)
-	sh := l.shardFor(connection)
+	hc := maphash.String(seed, connection)
+	sh := l.shard(hc)
 
-	var buf [maxStackModel]byte
 	sh.mu.RLock()
-	cn := sh.conns[connKey{provider, connection}]
-	if cn != nil {
-		pick := func(e *entry) {
-			if e != nil && e.active(now) && (!locked || e.until.After(until)) {
-				until, reason, locked = e.until, e.reason, true
-			}
+	l.visit(sh, hc, provider, connection, model, func(e *entry) {
+		if e.active(now) && (!locked || e.until.After(until)) {
+			until, reason, locked = e.until, e.reason, true
 		}
-		pick(cn.entries[slot{name: model}])
-		if fam != model {
-			pick(cn.entries[slot{name: fam}])
-		}
-		if cn.exact > 0 {
-			pick(cn.entries[slot{name: exactName(model, &buf), exact: true}])
-		}
-	}
+	})
 	sh.mu.RUnlock()
 	return until, reason, locked
+}
+
+// visit calls fn with each entry stored under one of model's keys: the
+// model, its family and its exact form. fn may remove the entry it is given.
+// The caller holds sh.mu.
+func (l *Lockout) visit(sh *shard, hc uint64, provider, connection, model string, fn func(*entry)) {
+	if len(sh.m) == 0 {
+		return
+	}
+	var buf [maxStackModel]byte
+	ex := model
+	if sh.exact > 0 {
+		ex = exactName(model, &buf)
+	}
+	// One chain holds the model key and, when the model is already in exact
+	// form, the exact key too.
+	for e := sh.m[keyHash(hc, maphash.String(seed, model))]; e != nil; {
+		next := e.next
+		if e.name == model && e.connection == connection && e.provider == provider && (!e.exact || ex == model) {
+			fn(e)
+		}
+		e = next
+	}
+	if fam := l.family(provider, model); fam != model {
+		if e := sh.find(keyHash(hc, maphash.String(seed, fam)), key{provider, connection, fam, false}); e != nil {
+			fn(e)
+		}
+	}
+	if ex != model {
+		if e := sh.find(keyHash(hc, maphash.String(seed, ex)), key{provider, connection, ex, true}); e != nil {
+			fn(e)
+		}
+	}
 }
 
 // Check is shorthand for CheckAt(provider, connection, model, time.Now()).
@@ -331,24 +373,19 @@ func (l *Lockout) CheckAt(provider, connection, model string, now time.Time) err
 	}
 }
 
-// slotFor returns the key a write with this scope uses for model.
-func (l *Lockout) slotFor(provider string, scope Scope, model string) slot {
+// keyFor returns the key a write with this scope uses for model, in memory
+// of its own, and its hash.
+func (l *Lockout) keyFor(provider, connection string, scope Scope, model string) (key, uint64) {
+	k := key{provider: strings.Clone(provider), connection: strings.Clone(connection)}
 	switch scope {
 	case ScopeFamily:
-		return slot{name: strings.Clone(l.family(provider, model))}
+		k.name = strings.Clone(l.family(provider, model))
 	case ScopeExact:
-		return slot{name: exactKey(model), exact: true}
+		k.name, k.exact = exactKey(model), true
+	default:
+		k.name = strings.Clone(model)
 	}
-	return slot{name: strings.Clone(model)}
-}
-
-// slotsFor returns the distinct keys a check of model looks at.
-func (l *Lockout) slotsFor(provider, model string) []slot {
-	s := []slot{{name: model}}
-	if fam := l.family(provider, model); fam != model {
-		s = append(s, slot{name: fam})
-	}
-	return append(s, slot{name: exactKey(model), exact: true})
+	return k, keyHash(maphash.String(seed, connection), maphash.String(seed, k.name))
 }
 
 // RecordFailure is shorthand for RecordFailureAt(f, time.Now()).
@@ -394,13 +431,13 @@ func (l *Lockout) LockAt(f Failure, now time.Time) Result {
 }
 
 func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Result {
-	provider := strings.Clone(l.canonical(f.Provider))
+	provider := l.canonical(f.Provider)
 	scope := ResolveScope(f.Scope, f.Status)
 	reason := f.Reason
 	if reason == "" {
 		reason = ReasonForStatus(f.Status)
 	}
-	sl := l.slotFor(provider, scope, f.Model)
+	k, h := l.keyFor(provider, f.Connection, scope, f.Model)
 	resetAfter := f.ResetAfter
 	if resetAfter <= 0 {
 		resetAfter = DefaultResetAfter
@@ -413,28 +450,22 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		}
 	}
 
-	sh := l.shardFor(f.Connection)
+	sh := l.shard(maphash.String(seed, f.Connection))
 	var events []Change
 	sh.mu.Lock()
-	if sh.conns == nil {
-		sh.conns = make(map[connKey]*conn)
+	if sh.m == nil {
+		sh.m = make(map[uint64]*entry)
 	}
 	if !now.Before(sh.nextSweep) || now.Add(defaultSweepInterval).Before(sh.nextSweep) {
-		events = l.sweepLocked(sh, c, now, events)
+		l.sweepLocked(sh, c, now)
 		sh.nextSweep = now.Add(defaultSweepInterval)
 	}
-	ck := connKey{provider, strings.Clone(f.Connection)}
-	cn := sh.conns[ck]
-	if cn == nil {
-		cn = &conn{entries: make(map[slot]*entry)}
-		sh.conns[ck] = cn
-	}
-	e := cn.entries[sl]
+	e := sh.find(h, k)
 	if e == nil {
-		e = &entry{}
-		cn.entries[sl] = e
-		if sl.exact {
-			cn.exact++
+		e = &entry{key: k, hash: h, next: sh.m[h]}
+		sh.m[h] = e
+		if k.exact {
+			sh.exact++
 		}
 		l.total.Add(1)
 	}
@@ -471,7 +502,7 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		e.reason = reason
 		e.scope = scope
 		if l.onChange != nil {
-			events = append(events, Change{Kind: Locked, Lock: infoOf(ck, sl, e, now)})
+			events = append(events, Change{Kind: Locked, Lock: e.info(now)})
 		}
 	}
 	res := Result{
@@ -532,41 +563,36 @@ func (l *Lockout) Decay(provider, connection, model string) (count int, cleared 
 // count under each of the model's keys (family, model, exact) is halved,
 // rounding down. A key whose count reaches 0 is removed with its lock.
 // count is the highest count left under the model's keys; cleared reports
-// whether this call removed at least one key.
+// whether this call removed at least one key. DecayAt allocates nothing
+// when the model has no keys to decay.
 func (l *Lockout) DecayAt(provider, connection, model string, now time.Time) (count int, cleared bool) {
 	if model == "" {
 		return 0, false
 	}
 	provider = l.canonical(provider)
-	sh := l.shardFor(connection)
+	hc := maphash.String(seed, connection)
+	sh := l.shard(hc)
+	found := false
 	sh.mu.RLock()
-	cn := sh.conns[connKey{provider, connection}]
+	l.visit(sh, hc, provider, connection, model, func(*entry) { found = true })
 	sh.mu.RUnlock()
-	if cn == nil {
-		return 0, false // nothing to decay: the common success path
+	if !found {
+		return 0, false // the common success path: nothing to decay
 	}
-	slots := l.slotsFor(provider, model)
-	ck := connKey{provider, connection}
 	var events []Change
 	sh.mu.Lock()
-	if cn = sh.conns[ck]; cn != nil {
-		for _, s := range slots {
-			e := cn.entries[s]
-			if e == nil {
-				continue
-			}
-			e.count /= 2
-			if e.count > 0 {
-				count = max(count, e.count)
-				continue
-			}
-			if l.onChange != nil && e.active(now) {
-				events = append(events, Change{Kind: Decayed, Lock: infoOf(ck, s, e, now)})
-			}
-			l.removeLocked(sh, ck, cn, s)
-			cleared = true
+	l.visit(sh, hc, provider, connection, model, func(e *entry) {
+		e.count /= 2
+		if e.count > 0 {
+			count = max(count, e.count)
+			return
 		}
-	}
+		if l.onChange != nil && e.active(now) {
+			events = append(events, Change{Kind: Decayed, Lock: e.info(now)})
+		}
+		l.removeLocked(sh, e)
+		cleared = true
+	})
 	sh.mu.Unlock()
 	l.emit(events)
 	return count, cleared
@@ -586,28 +612,26 @@ func (l *Lockout) ClearAt(provider, connection, model string, now time.Time) boo
 		return false
 	}
 	provider = l.canonical(provider)
-	slots := l.slotsFor(provider, model)
-	if len(model) > len(exactPrefix) && strings.EqualFold(model[:len(exactPrefix)], exactPrefix) {
-		slots = append(slots, slot{name: exactKey(model[len(exactPrefix):]), exact: true})
-	}
-	ck := connKey{provider, connection}
-	sh := l.shardFor(connection)
+	hc := maphash.String(seed, connection)
+	sh := l.shard(hc)
 	removed := false
 	var events []Change
+	clear := func(e *entry) {
+		if e.active(now) {
+			removed = true
+			if l.onChange != nil {
+				events = append(events, Change{Kind: Cleared, Lock: e.info(now)})
+			}
+		}
+		l.removeLocked(sh, e)
+	}
 	sh.mu.Lock()
-	if cn := sh.conns[ck]; cn != nil {
-		for _, s := range slots {
-			e := cn.entries[s]
-			if e == nil {
-				continue
-			}
-			if e.active(now) {
-				removed = true
-				if l.onChange != nil {
-					events = append(events, Change{Kind: Cleared, Lock: infoOf(ck, s, e, now)})
-				}
-			}
-			l.removeLocked(sh, ck, cn, s)
+	l.visit(sh, hc, provider, connection, model, clear)
+	if len(model) > len(exactPrefix) && strings.EqualFold(model[:len(exactPrefix)], exactPrefix) {
+		// The listed name of an exact key.
+		k := key{provider, connection, exactKey(model[len(exactPrefix):]), true}
+		if e := sh.find(keyHash(hc, maphash.String(seed, k.name)), k); e != nil {
+			clear(e)
 		}
 	}
 	sh.mu.Unlock()
@@ -620,10 +644,8 @@ func (l *Lockout) Reset() {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
-		for _, cn := range sh.conns {
-			l.total.Add(-int64(len(cn.entries)))
-		}
-		sh.conns = nil
+		l.forEachLocked(sh, func(*entry) { l.total.Add(-1) })
+		sh.m, sh.exact = nil, 0
 		sh.mu.Unlock()
 	}
 }
@@ -643,14 +665,12 @@ func (l *Lockout) SnapshotAt(now time.Time) []Info {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
-		l.sweepLocked(sh, c, now, nil)
-		for ck, cn := range sh.conns {
-			for s, e := range cn.entries {
-				if e.active(now) {
-					out = append(out, infoOf(ck, s, e, now))
-				}
+		l.sweepLocked(sh, c, now)
+		l.forEachLocked(sh, func(e *entry) {
+			if e.active(now) {
+				out = append(out, e.info(now))
 			}
-		}
+		})
 		sh.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b Info) int {
@@ -663,14 +683,14 @@ func (l *Lockout) SnapshotAt(now time.Time) []Info {
 	return out
 }
 
-func infoOf(ck connKey, s slot, e *entry, now time.Time) Info {
-	name := s.name
-	if s.exact {
+func (e *entry) info(now time.Time) Info {
+	name := e.name
+	if e.exact {
 		name = exactPrefix + name
 	}
 	return Info{
-		Provider:     ck.provider,
-		Connection:   ck.connection,
+		Provider:     e.provider,
+		Connection:   e.connection,
 		Model:        name,
 		Scope:        e.scope,
 		Reason:       e.reason,
@@ -681,33 +701,53 @@ func infoOf(ck connKey, s slot, e *entry, now time.Time) Info {
 	}
 }
 
-// sweepLocked removes sh's entries that are past both their lock and their
-// escalation window. Expiry is not a change worth reporting, so events is
-// returned as is.
-func (l *Lockout) sweepLocked(sh *shard, c *config, now time.Time, events []Change) []Change {
-	for ck, cn := range sh.conns {
-		for s, e := range cn.entries {
-			if now.After(e.retainUntil(c)) {
-				l.removeLocked(sh, ck, cn, s)
-			}
+// forEachLocked calls fn for every entry of sh; fn may remove the entry.
+func (l *Lockout) forEachLocked(sh *shard, fn func(*entry)) {
+	for _, head := range sh.m {
+		for e := head; e != nil; {
+			next := e.next
+			fn(e)
+			e = next
 		}
 	}
-	return events
 }
 
-// removeLocked deletes one entry, and its connection when that empties.
-func (l *Lockout) removeLocked(sh *shard, ck connKey, cn *conn, s slot) {
-	if _, ok := cn.entries[s]; !ok {
-		return
+// sweepLocked removes sh's entries that are past both their lock and their
+// escalation window.
+func (l *Lockout) sweepLocked(sh *shard, c *config, now time.Time) {
+	l.forEachLocked(sh, func(e *entry) {
+		if now.After(e.retainUntil(c)) {
+			l.removeLocked(sh, e)
+		}
+	})
+}
+
+// removeLocked unlinks e from sh. It reports whether e was present.
+func (l *Lockout) removeLocked(sh *shard, e *entry) bool {
+	head := sh.m[e.hash]
+	switch {
+	case head == e:
+		if e.next == nil {
+			delete(sh.m, e.hash)
+		} else {
+			sh.m[e.hash] = e.next
+		}
+	default:
+		prev := head
+		for prev != nil && prev.next != e {
+			prev = prev.next
+		}
+		if prev == nil {
+			return false
+		}
+		prev.next = e.next
 	}
-	delete(cn.entries, s)
-	if s.exact {
-		cn.exact--
+	e.next = nil
+	if e.exact {
+		sh.exact--
 	}
 	l.total.Add(-1)
-	if len(cn.entries) == 0 {
-		delete(sh.conns, ck)
-	}
+	return true
 }
 
 // evict brings the entry count back under the cap: first every expired
@@ -721,7 +761,7 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
-		l.sweepLocked(sh, c, now, nil)
+		l.sweepLocked(sh, c, now)
 		sh.nextSweep = now.Add(defaultSweepInterval)
 		sh.mu.Unlock()
 	}
@@ -731,8 +771,6 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 	}
 	type victim struct {
 		shard  int
-		ck     connKey
-		s      slot
 		e      *entry
 		retain time.Time
 	}
@@ -740,14 +778,10 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.RLock()
-		for ck, cn := range sh.conns {
-			for s, e := range cn.entries {
-				vs = append(vs, victim{i, ck, s, e, e.retainUntil(c)})
-			}
-		}
+		l.forEachLocked(sh, func(e *entry) { vs = append(vs, victim{i, e, e.retainUntil(c)}) })
 		sh.mu.RUnlock()
 	}
-	slices.SortFunc(vs, func(a, b victim) int { return a.retain.Compare(b.retain) })
+	slices.SortStableFunc(vs, func(a, b victim) int { return a.retain.Compare(b.retain) })
 	excess := l.total.Load() - (limit - limit/evictLowWaterFraction)
 	for _, v := range vs {
 		if excess <= 0 {
@@ -755,11 +789,10 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 		}
 		sh := &l.shards[v.shard]
 		sh.mu.Lock()
-		if cn := sh.conns[v.ck]; cn != nil && cn.entries[v.s] == v.e {
+		if l.removeLocked(sh, v.e) {
 			if l.onChange != nil && v.e.active(now) {
-				events = append(events, Change{Kind: Evicted, Lock: infoOf(v.ck, v.s, v.e, now)})
+				events = append(events, Change{Kind: Evicted, Lock: v.e.info(now)})
 			}
-			l.removeLocked(sh, v.ck, cn, v.s)
 			excess--
 		}
 		sh.mu.Unlock()
