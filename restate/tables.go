@@ -1,0 +1,323 @@
+package restate
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// RestateRule rewrites a misleading upstream status. It applies when the
+// status is one of FromStatuses, some Marker occurs in the lower-cased
+// message and body, and no Exclude marker does. Markers are compared
+// case-insensitively as substrings.
+type RestateRule struct {
+	ID                string
+	FromStatuses      []int
+	ToStatus          int
+	Markers           []string
+	Excludes          []string
+	DefaultRetryAfter time.Duration // client retry time when the upstream gave none
+}
+
+// ProviderRule is one provider error rule. Every condition that is set must
+// hold; a rule with only Statuses matches any body with such a status.
+// Texts are compared case-insensitively as substrings of the rule body (see
+// Tables.FullTextProviders).
+type ProviderRule struct {
+	ID       string
+	Statuses []int    // statuses the rule applies to; empty means any status
+	Any      []string // at least one of these occurs
+	All      []string // all of these occur
+	// HeaderZero lists headers of which at least one must equal "0".
+	HeaderZero []string
+	// HeaderZeroPair names a header holding "name=value" pairs separated by
+	// commas; at least one value must be 0.
+	HeaderZeroPair string
+
+	Reason   Reason
+	Scope    Scope
+	Cooldown time.Duration // 0 means the rule gives no cooldown
+	// CooldownFromReset takes the cooldown from a "resets in N unit" text;
+	// the rule does not match without one.
+	CooldownFromReset bool
+	// UntilMidnight sets the cooldown to the time until local midnight
+	// (24 h at most) and marks a daily quota.
+	UntilMidnight bool
+}
+
+// OperatorRule is a rule an operator configures for one provider. It matches
+// when the status is equal and the body contains Match, compared
+// case-insensitively (never a regular expression).
+type OperatorRule struct {
+	Status   int
+	Match    string
+	Scope    Scope         // model, provider or connection
+	Reason   Reason        // default quota_exhausted
+	Cooldown time.Duration // 0 means none
+}
+
+// TextRule is a global rule over the failure text, tried on any status.
+type TextRule struct {
+	Phrases  []string
+	Reason   Reason
+	Kind     Kind
+	Mode     CooldownMode
+	Cooldown time.Duration
+}
+
+// StatusRule is a global rule for one status.
+type StatusRule struct {
+	Status   int
+	Reason   Reason
+	Mode     CooldownMode
+	Cooldown time.Duration
+}
+
+// Signals are the phrase lists of the classification. Each phrase is a
+// case-insensitive substring, with two operators: "a…b" (U+2026) means b
+// follows a within 80 bytes, and "a&&b" means both occur anywhere.
+type Signals struct {
+	InternalRefusal    []string // the gateway's own refusals (any status)
+	InternalRefusal409 []string // refusals recognised on a 409
+	Ban                []string // banned or deactivated accounts
+	Retired            []string // retired model on 404/410
+	Moved              []string // moved endpoints (any status)
+	Suspended          []string // "suspended" words …
+	BillingNear        []string // … within 120 bytes of one of these
+	Credits            []string // credits or balance exhausted
+	Daily              []string // daily quota
+	TokensPerDay       []string // daily token quota; needs a hint
+	Subscription       []string // subscription usage limit
+	// SubscriptionByProvider adds subscription phrases per provider.
+	SubscriptionByProvider map[string][]string
+	Weekly                 []string // weekly or monthly quota
+	Session                []string // session usage limit
+	LongPeriod             []string // quota wording that keeps quota checks on an API-key 429
+	QuotaText              []string // text that reads as quota exhaustion
+	RouteRefusal           []string // 403 refusals that are not the account's fault
+	ForbiddenExempt        []string // 403 texts that are quotas, not auth failures
+	BadRequest             []string // 400s about the request (context, parameters, model)
+	Credential             []string // texts that look like a bad credential (veto BadRequest)
+	HighFrequency          []string // 400s that are rate limits in disguise
+	MetricPerDay           []string // per-day quota metric names
+}
+
+// Tables holds every table the classification reads. Provider keys are
+// compared in lower case. Use [DefaultTables] for a fresh copy of the
+// built-in tables, change it, and install it with [Classifier.SetTables].
+type Tables struct {
+	Restatements  map[string][]RestateRule
+	ProviderRules map[string][]ProviderRule
+	// FullTextProviders match their rules against the whole text even when
+	// a structured error is given.
+	FullTextProviders []string
+	// ScopeProviders surface a rule's scope in the Verdict.
+	ScopeProviders []string
+	// MetricQuotaProviders read per-metric quota names on a 429 with a model.
+	MetricQuotaProviders []string
+	TextRules            []TextRule
+	StatusRules          []StatusRule
+	Signals              Signals
+	// EmergencyPhrases trigger the emergency fallback; EmergencyBilling is a
+	// word that counts only within 40 bytes of an EmergencyBillingNear word.
+	EmergencyPhrases     []string
+	EmergencyBilling     []string
+	EmergencyBillingNear []string
+}
+
+func opencodeRules() []ProviderRule {
+	return []ProviderRule{
+		{ID: "opencode-endpoint-unavailable", Statuses: []int{400, 429}, Any: []string{"endpoint is unavailable"},
+			Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: 5 * time.Minute},
+		{ID: "opencode-monthly-limit", Statuses: []int{429}, All: []string{"monthly usage limit reached"},
+			CooldownFromReset: true, Reason: ReasonQuotaExhausted, Scope: ScopeConnection},
+		{ID: "opencode-remaining-zero", Statuses: []int{429},
+			HeaderZero: []string{"x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens"},
+			Reason:     ReasonQuotaExhausted, Scope: ScopeConnection},
+		{ID: "opencode-account-quota", Statuses: []int{429},
+			Any:    []string{"organization_quota_exceeded", "account_quota_exceeded", "plan_limit_reached"},
+			Reason: ReasonQuotaExhausted, Scope: ScopeConnection},
+		{ID: "opencode-model-unavailable", Statuses: []int{400},
+			Any:    []string{"upstream request failed: model is unavailable."},
+			Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: time.Hour},
+	}
+}
+
+// DefaultTables returns a fresh copy of the built-in tables.
+func DefaultTables() Tables {
+	minimax := []ProviderRule{{ID: "minimax-model-quota", Statuses: []int{429},
+		HeaderZeroPair: "x-model-quota-remaining", Reason: ReasonQuotaExhausted, Scope: ScopeModel}}
+	return Tables{
+		Restatements: map[string][]RestateRule{
+			"agentrouter": {{
+				ID: "agentrouter-quota-misstatus", FromStatuses: []int{403, 400}, ToStatus: 429,
+				Markers: []string{"额度不足"}, Excludes: []string{"无权访问"}, DefaultRetryAfter: time.Minute,
+			}},
+		},
+		ProviderRules: map[string][]ProviderRule{
+			"opencode-zen":        opencodeRules(),
+			"opencode-go":         opencodeRules(),
+			"opencode-cli":        opencodeRules(),
+			"minimax":             minimax,
+			"minimax-passthrough": slices.Clone(minimax),
+			"cloudflare-ai": {{ID: "cloudflare-daily-allocation", Statuses: []int{429},
+				Any: []string{"daily free allocation"}, Reason: ReasonQuotaExhausted, Scope: ScopeConnection,
+				UntilMidnight: true}},
+			"openrouter": {{ID: "openrouter-payment-required", Statuses: []int{402},
+				Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 2 * time.Minute}},
+			"agentrouter": {
+				{ID: "agentrouter-quota", Statuses: []int{400, 403, 429}, Any: []string{"额度不足"},
+					Reason: ReasonQuotaExhausted, Scope: ScopeConnection},
+				{ID: "agentrouter-model-forbidden", Statuses: []int{403}, Any: []string{"无权访问模型"},
+					Reason: ReasonAuthError, Scope: ScopeModel, Cooldown: 6 * time.Hour},
+			},
+		},
+		FullTextProviders:    []string{"agentrouter"},
+		ScopeProviders:       []string{"agentrouter", "opencode-zen", "opencode-go", "opencode-cli"},
+		MetricQuotaProviders: []string{"gemini"},
+		TextRules: []TextRule{
+			{Phrases: []string{"no credentials"}, Reason: ReasonAuthError, Kind: KindTextRule, Mode: CooldownFixed, Cooldown: 2 * time.Minute},
+			{Phrases: []string{"request not allowed"}, Reason: ReasonRateLimit, Kind: KindRequestRejected, Mode: CooldownFixed, Cooldown: 5 * time.Second},
+			{Phrases: []string{"improperly formed request"}, Reason: ReasonModelCapacity, Kind: KindTextRule, Mode: CooldownNone},
+			{Phrases: []string{"rate limit", "too many requests"}, Reason: ReasonRateLimit, Kind: KindTextRule, Mode: CooldownBackoff},
+			{Phrases: []string{"hour quota", "quota has been exceeded", "quota exceeded", "quota will reset",
+				"exhausted your capacity", "quota exhausted", "free tier"}, Reason: ReasonQuotaExhausted, Kind: KindTextRule, Mode: CooldownBackoff},
+			{Phrases: []string{"capacity", "overloaded"}, Reason: ReasonModelCapacity, Kind: KindTextRule, Mode: CooldownBackoff},
+		},
+		StatusRules: []StatusRule{
+			{Status: 401, Reason: ReasonAuthError, Mode: CooldownNone},
+			{Status: 402, Reason: ReasonQuotaExhausted, Mode: CooldownNone},
+			{Status: 403, Reason: ReasonQuotaExhausted, Mode: CooldownNone},
+			{Status: 404, Reason: ReasonUnknown, Mode: CooldownFixed, Cooldown: 2 * time.Minute},
+			{Status: 406, Reason: ReasonServerError, Mode: CooldownBackoff},
+			{Status: 408, Reason: ReasonServerError, Mode: CooldownBackoff},
+			{Status: 429, Reason: ReasonRateLimit, Mode: CooldownBackoff},
+			{Status: 500, Reason: ReasonServerError, Mode: CooldownBackoff},
+			{Status: 502, Reason: ReasonServerError, Mode: CooldownBackoff},
+			{Status: 503, Reason: ReasonServerError, Mode: CooldownBackoff},
+			{Status: 504, Reason: ReasonServerError, Mode: CooldownBackoff},
+		},
+		Signals: Signals{
+			InternalRefusal:    []string{"invalid_previous_response_binding"},
+			InternalRefusal409: []string{"previous_response_id does not belong"},
+			Ban: []string{"account_deactivated", "account has been deactivated", "account has been disabled",
+				"your account has been suspended", "this account is deactivated", "verify your account to continue",
+				"this service has been disabled in this account"},
+			Retired: []string{"no longer available", "no longer supported", "end of life",
+				"model…deprecated", "model…retired", "model…discontinued", "model…decommissioned"},
+			Moved:       []string{"endpoint has moved", "no longer works", "update your base url"},
+			Suspended:   []string{"suspended"},
+			BillingNear: []string{"spending limit", "billing", "invoice", "payment"},
+			Credits: []string{"insufficient_quota", "billing_hard_limit_reached", "exceeded your current quota",
+				"exceeded your current usage quota", "credit_balance_too_low", "credit balance is too low",
+				"credits exhausted", "out of credits", "payment required", "tier has been exhausted",
+				"insufficient balance", "insufficient account balance", "insufficient credit balance",
+				"insufficient credit"},
+			Daily:        []string{"today's quota", "daily quota", "try again tomorrow"},
+			TokensPerDay: []string{"tpd rate limit"},
+			Subscription: []string{"usage limit reached", "usage limit has been", "claude pro usage limit",
+				"you've reached your usage limit", "you have reached your usage limit"},
+			SubscriptionByProvider: map[string][]string{"claude": {"would exceed your account's rate limit"}},
+			Weekly: []string{"weekly usage limit", "weekly limit reached", "reached your weekly", "week quota",
+				"weekly limit", "monthly limit", "weekly&&quota&&exhaust"},
+			Session: []string{"session usage limit", "session limit reached", "reached your session…usage limit"},
+			LongPeriod: []string{"daily limit", "daily quota", "monthly limit", "monthly quota", "quota exceed",
+				"quota_exceed", "insufficient quota", "insufficient_quota", "billing cap", "out of credits",
+				"hard limit", "hard_limit", "plan limit", "plan_limit", "today's quota", "tpd"},
+			QuotaText: []string{"quota exceeded", "quota_exceeded", "quota has been exceeded", "quota exhausted",
+				"quota will reset", "resource_exhausted", "insufficient_quota", "usage limit"},
+			RouteRefusal:    []string{"not authorized for this route"},
+			ForbiddenExempt: []string{"has not been used in project", "hour quota", "quota has been exceeded"},
+			BadRequest: []string{"context length", "context_length_exceeded", "maximum context", "context window",
+				"prompt is too long", "too many tokens", "input is too long", "malformed", "invalid model",
+				"unsupported parameter", "unknown parameter", "invalid parameter", "invalid_request_error…param",
+				"model_not_found", "deployment_not_found", "not_found_error", "permission_error&&model",
+				"does not exist…model", "model…does not exist", "degraded function"},
+			Credential:    []string{"api key", "api_key", "apikey", "credential", "unauthorized", "authentication"},
+			HighFrequency: []string{"high-frequency", "non-compliant", "频繁", "频率"},
+			MetricPerDay:  []string{"perday", "per_day", "requests per day", "rpd"},
+		},
+		EmergencyPhrases: []string{"insufficient funds", "insufficient_funds", "budget exceeded", "budget_exceeded",
+			"quota exceeded", "quota_exceeded", "payment required", "out of credits", "no credits", "credit limit",
+			"spending limit", "saldo insuficiente", "limite de gastos", "cota excedida"},
+		EmergencyBilling:     []string{"billing"},
+		EmergencyBillingNear: []string{"limit", "quota", "exceeded"},
+	}
+}
+
+// clone returns a deep copy of t.
+func (t Tables) clone() Tables {
+	c := t
+	c.Restatements = make(map[string][]RestateRule, len(t.Restatements))
+	for k, rs := range t.Restatements {
+		cp := make([]RestateRule, len(rs))
+		for i, r := range rs {
+			r.FromStatuses = slices.Clone(r.FromStatuses)
+			r.Markers = slices.Clone(r.Markers)
+			r.Excludes = slices.Clone(r.Excludes)
+			cp[i] = r
+		}
+		c.Restatements[k] = cp
+	}
+	c.ProviderRules = make(map[string][]ProviderRule, len(t.ProviderRules))
+	for k, rs := range t.ProviderRules {
+		c.ProviderRules[k] = cloneProviderRules(rs)
+	}
+	c.FullTextProviders = slices.Clone(t.FullTextProviders)
+	c.ScopeProviders = slices.Clone(t.ScopeProviders)
+	c.MetricQuotaProviders = slices.Clone(t.MetricQuotaProviders)
+	c.TextRules = make([]TextRule, len(t.TextRules))
+	for i, r := range t.TextRules {
+		r.Phrases = slices.Clone(r.Phrases)
+		c.TextRules[i] = r
+	}
+	c.StatusRules = slices.Clone(t.StatusRules)
+	c.Signals = t.Signals.clone()
+	c.EmergencyPhrases = slices.Clone(t.EmergencyPhrases)
+	c.EmergencyBilling = slices.Clone(t.EmergencyBilling)
+	c.EmergencyBillingNear = slices.Clone(t.EmergencyBillingNear)
+	return c
+}
+
+func cloneProviderRules(rs []ProviderRule) []ProviderRule {
+	cp := make([]ProviderRule, len(rs))
+	for i, r := range rs {
+		r.Statuses = slices.Clone(r.Statuses)
+		r.Any = slices.Clone(r.Any)
+		r.All = slices.Clone(r.All)
+		r.HeaderZero = slices.Clone(r.HeaderZero)
+		cp[i] = r
+	}
+	return cp
+}
+
+func (s Signals) clone() Signals {
+	c := s
+	for _, p := range s.lists(&c) {
+		*p = slices.Clone(*p)
+	}
+	c.SubscriptionByProvider = make(map[string][]string, len(s.SubscriptionByProvider))
+	for k, v := range s.SubscriptionByProvider {
+		c.SubscriptionByProvider[k] = slices.Clone(v)
+	}
+	return c
+}
+
+// lists returns pointers to every phrase list of dst.
+func (Signals) lists(dst *Signals) []*[]string {
+	return []*[]string{&dst.InternalRefusal, &dst.InternalRefusal409, &dst.Ban, &dst.Retired, &dst.Moved,
+		&dst.Suspended, &dst.BillingNear, &dst.Credits, &dst.Daily, &dst.TokensPerDay, &dst.Subscription,
+		&dst.Weekly, &dst.Session, &dst.LongPeriod, &dst.QuotaText, &dst.RouteRefusal, &dst.ForbiddenExempt,
+		&dst.BadRequest, &dst.Credential, &dst.HighFrequency, &dst.MetricPerDay}
+}
+
+// lowerKeys returns m with lower-cased keys; later keys of equal lower case
+// are appended.
+func lowerKeys[V any](m map[string][]V) map[string][]V {
+	out := make(map[string][]V, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		lk := lower(k)
+		out[lk] = append(out[lk], m[k]...)
+	}
+	return out
+}
