@@ -1,0 +1,167 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Need is one slot that [Queue.AcquireMany] must take: a key and its
+// concurrency cap. A cap ≤ 0 means no limit, and the need is ignored.
+type Need struct {
+	Key string
+	Cap int
+}
+
+// ManyOptions tune [Queue.AcquireMany].
+type ManyOptions struct {
+	// Timeout bounds the wait for all slots (ErrQueueTimeout). ≤ 0 means
+	// 15 s; it is clamped to 1 ms..30 s like Settings.MaxQueueWait.
+	Timeout time.Duration
+	// MaxQueue refuses at once (ErrQueueFull) when any needed key already
+	// has that many waiters. 0 means unbounded; negative values count as 0.
+	MaxQueue int
+	// FailOpen lets the request proceed without slots when the queue is
+	// full or the wait times out: AcquireMany then returns a Grant that
+	// holds nothing, with the reason in Grant.Bypassed, and a nil error.
+	FailOpen bool
+}
+
+// Grant is the outcome of [Queue.AcquireMany]: slots held on every needed
+// key, or, in fail-open mode, no slot and the reason why.
+type Grant struct {
+	t   *ticket
+	gen uint64
+	// Bypassed is nil when the grant holds its slots. In fail-open mode it
+	// is the refusal or timeout (matching ErrQueueFull or ErrQueueTimeout)
+	// after which the request proceeds without slots.
+	Bypassed error
+}
+
+// Held reports whether the grant holds slots. A grant for no needs holds
+// none and is not bypassed.
+func (g Grant) Held() bool { return g.t != nil }
+
+// Release frees the grant's slots. Calling it more than once, or on a grant
+// that holds nothing, is harmless.
+func (g Grant) Release() {
+	if g.t != nil {
+		g.t.release(g.gen)
+	}
+}
+
+// AcquireMany takes one slot on every needed key, all or nothing: waiting
+// holds no slot on any key, and a request is granted only when it is first
+// in every key's queue and every key has room, so callers that need
+// overlapping keys cannot deadlock. It applies the keys' concurrency caps
+// and blocks, not their rate limits. Needs with a cap ≤ 0 are ignored, a
+// key named twice takes the smaller cap, and no needs left gives an empty
+// grant at once. The cap of a key is the one given by the latest call.
+//
+// It fails with ctx.Err() when ctx is done (or already), with
+// [ErrQueueFull] when a key's queue already holds opts.MaxQueue waiters,
+// with [ErrQueueTimeout] after opts.Timeout, and with [ErrReset] when a key
+// is reset meanwhile; a failed or abandoned call leaves no slot or queue
+// entry behind. With opts.FailOpen, a full queue or a timeout instead gives
+// a Grant with Bypassed set and a nil error.
+func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions) (Grant, error) {
+	needs = normalizeNeeds(needs)
+	if len(needs) == 0 {
+		return Grant{}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return Grant{}, err
+	}
+	timeout := ManyOptions{Timeout: opts.Timeout}.timeout()
+	depth := max(opts.MaxQueue, 0)
+	now := time.Now()
+
+	q.mu.Lock()
+	w := &waiter{needs: make([]need, len(needs)), signal: make(chan struct{}, 1)}
+	fast := true
+	for i, n := range needs {
+		g := q.gateLocked(n.Key, now)
+		g.cap = n.Cap
+		w.needs[i] = need{g: g, cap: n.Cap}
+		if depth > 0 && g.waiters.Len() >= depth {
+			q.mu.Unlock()
+			return q.bypass(opts, &Error{Code: CodeQueueFull, Status: http.StatusTooManyRequests, Key: n.Key, Depth: depth}, EventQueueFull)
+		}
+		if g.waiters.Len() > 0 || !g.readyNow(n.Cap, false, now) {
+			fast = false
+		}
+	}
+	gates := make([]*gate, len(w.needs))
+	for i, n := range w.needs {
+		gates[i] = n.g
+	}
+	if fast {
+		for _, g := range gates {
+			g.running++
+			g.lastUse = now
+		}
+		q.mu.Unlock()
+		t, gen := q.newTicket(gates...)
+		return Grant{t: t, gen: gen}, nil
+	}
+	q.enqueueLocked(w)
+	q.dispatchLocked(gates, now)
+	q.mu.Unlock()
+
+	err := q.await(ctx, w, timeout, func() error {
+		return &Error{Code: CodeQueueTimeout, Status: http.StatusTooManyRequests, Key: joinKeys(needs), Budget: timeout}
+	})
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Code == CodeQueueTimeout {
+			return q.bypass(opts, e, EventQueueTimeout)
+		}
+		return Grant{}, err
+	}
+	t, gen := q.newTicket(gates...)
+	return Grant{t: t, gen: gen}, nil
+}
+
+// bypass reports err, and turns it into an empty bypassed grant in
+// fail-open mode.
+func (q *Queue) bypass(opts ManyOptions, err *Error, kind EventKind) (Grant, error) {
+	now := time.Now()
+	q.emit(Event{Kind: kind, Key: err.Key, At: now, Err: err})
+	if !opts.FailOpen {
+		return Grant{}, err
+	}
+	q.emit(Event{Kind: EventFailOpen, Key: err.Key, At: now, Err: err})
+	return Grant{Bypassed: err}, nil
+}
+
+func (o ManyOptions) timeout() time.Duration {
+	return Settings{MaxQueueWait: o.Timeout}.Normalize().MaxQueueWait
+}
+
+// normalizeNeeds drops needs without a cap, merges duplicate keys to the
+// smaller cap and sorts by key. It returns a new slice.
+func normalizeNeeds(needs []Need) []Need {
+	out := make([]Need, 0, len(needs))
+	for _, n := range needs {
+		if n.Cap > 0 {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b Need) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), cmp.Compare(a.Cap, b.Cap))
+	})
+	return slices.CompactFunc(out, func(a, b Need) bool { return a.Key == b.Key })
+}
+
+func joinKeys(needs []Need) string {
+	var b strings.Builder
+	for i, n := range needs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(n.Key)
+	}
+	return b.String()
+}

@@ -1,0 +1,552 @@
+package queue
+
+import (
+	"container/list"
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Queue is admission control over keys such as "provider:connection". For
+// each key it bounds concurrency, start rate and spacing, the number of
+// waiters and the time they wait; waiters are served in FIFO order.
+//
+// Most callers use [Queue.Acquire] (or [Queue.Do]) before each upstream
+// attempt and [Queue.Check] to skip targets that would be refused. A Queue is
+// safe for concurrent use; the zero Queue is usable with default settings.
+type Queue struct {
+	cfg Config
+
+	mu        sync.RWMutex
+	gates     map[string]*gate // lazily initialized; guarded by mu
+	lastSweep time.Time        // guarded by mu
+}
+
+// New returns a Queue configured by cfg.
+func New(cfg Config) *Queue {
+	return &Queue{cfg: cfg}
+}
+
+// gate is the state of one key. All fields are guarded by Queue.mu.
+type gate struct {
+	key     string
+	running int
+	waiters list.List // of *waiter, FIFO
+	cap     int       // last concurrency cap seen, for reporting
+	lastUse time.Time
+
+	blockedUntil time.Time
+
+	spacing   time.Duration // configured minimum spacing
+	learned   time.Duration // spacing learned from headers
+	lastStart time.Time
+	started   bool
+
+	rpm int
+	lim *rate.Limiter // nil when rpm is 0
+
+	resMax    int // 0: no reservoir
+	resLeft   int
+	resRefill time.Time
+	resEvery  time.Duration
+}
+
+// need is one gate a waiter needs, with the cap it asked for.
+type need struct {
+	g    *gate
+	cap  int
+	elem *list.Element
+}
+
+// waiter is a request waiting in one or more gates. Its fields other than
+// signal are guarded by Queue.mu.
+type waiter struct {
+	needs   []need
+	rated   bool // subject to the gates' rate limits
+	granted bool
+	err     error
+	wakeAt  time.Time
+	signal  chan struct{} // buffered 1: "look at your state again"
+}
+
+func (w *waiter) poke() {
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// ticket records the gates a grant holds. Tickets are pooled; gen makes a
+// stale release of a reused ticket a no-op.
+type ticket struct {
+	q     *Queue
+	gates []*gate
+	gen   atomic.Uint64
+}
+
+var ticketPool = sync.Pool{New: func() any { return new(ticket) }}
+
+func (q *Queue) newTicket(gates ...*gate) (*ticket, uint64) {
+	t := ticketPool.Get().(*ticket)
+	t.q = q
+	t.gates = append(t.gates[:0], gates...)
+	return t, t.gen.Load()
+}
+
+// release frees the ticket's slots if gen is still current.
+func (t *ticket) release(gen uint64) {
+	if !t.gen.CompareAndSwap(gen, gen+1) {
+		return
+	}
+	q := t.q
+	now := time.Now()
+	q.mu.Lock()
+	waiting := false
+	for _, g := range t.gates {
+		g.running--
+		g.lastUse = now
+		waiting = waiting || g.waiters.Len() > 0
+	}
+	if waiting {
+		q.dispatchLocked(t.gates, now)
+	}
+	q.mu.Unlock()
+	clear(t.gates)
+	t.gates = t.gates[:0]
+	t.q = nil
+	ticketPool.Put(t)
+}
+
+func (q *Queue) settingsFor(key string) Settings {
+	s := q.cfg.Defaults
+	if q.cfg.Overrides != nil {
+		s = s.merge(q.cfg.Overrides(key))
+	}
+	return s.Normalize()
+}
+
+func (q *Queue) idleTTL() time.Duration {
+	if q.cfg.IdleTTL > 0 {
+		return q.cfg.IdleTTL
+	}
+	return DefaultIdleTTL
+}
+
+func (q *Queue) maxKeys() int {
+	if q.cfg.MaxKeys > 0 {
+		return q.cfg.MaxKeys
+	}
+	return DefaultMaxKeys
+}
+
+// gateLocked returns key's gate, creating it (and pruning idle gates) when
+// needed. q.mu must be held for writing.
+func (q *Queue) gateLocked(key string, now time.Time) *gate {
+	if g := q.gates[key]; g != nil {
+		return g
+	}
+	if q.gates == nil {
+		q.gates = make(map[string]*gate)
+	}
+	ttl := q.idleTTL()
+	if now.Before(q.lastSweep) {
+		q.lastSweep = now
+	}
+	if len(q.gates) >= q.maxKeys() || now.Sub(q.lastSweep) >= ttl/2 {
+		q.lastSweep = now
+		for k, g := range q.gates {
+			if g.idle(now) && now.Sub(g.lastUse) >= ttl {
+				delete(q.gates, k)
+			}
+		}
+		for k, g := range q.gates {
+			if len(q.gates) < q.maxKeys() {
+				break
+			}
+			if g.idle(now) {
+				delete(q.gates, k)
+			}
+		}
+	}
+	g := &gate{key: key, lastUse: now}
+	q.gates[key] = g
+	return g
+}
+
+// idle reports whether nothing runs, waits or is blocked on g.
+func (g *gate) idle(now time.Time) bool {
+	return g.running == 0 && g.waiters.Len() == 0 && !g.blockedUntil.After(now)
+}
+
+// apply brings g's configured rate limits in line with s.
+func (g *gate) apply(s Settings, now time.Time) {
+	if now.Before(g.lastStart) {
+		g.lastStart = now // the clock went back: no time has passed
+	}
+	g.cap = s.MaxConcurrency
+	g.spacing = s.MinSpacing
+	if s.RequestsPerMinute == g.rpm {
+		return
+	}
+	g.rpm = s.RequestsPerMinute
+	switch {
+	case g.rpm == 0:
+		g.lim = nil
+	case g.lim == nil:
+		g.lim = rate.NewLimiter(rpmLimit(g.rpm), g.rpm)
+	default:
+		g.lim.SetLimitAt(now, rpmLimit(g.rpm))
+		g.lim.SetBurstAt(now, g.rpm)
+	}
+}
+
+func rpmLimit(rpm int) rate.Limit { return rate.Limit(float64(rpm) / 60) }
+
+// effectiveSpacing is the larger of the configured and learned spacing.
+func (g *gate) effectiveSpacing() time.Duration { return max(g.spacing, g.learned) }
+
+// rateReadyAt returns the earliest time at or after now when g's rate limits
+// let one more request start. It does not change g.
+func (g *gate) rateReadyAt(now time.Time) time.Time {
+	t := now
+	if sp := g.effectiveSpacing(); sp > 0 && g.started {
+		last := g.lastStart
+		if last.After(now) {
+			last = now // the clock went back: no time has passed
+		}
+		if next := last.Add(sp); next.After(t) {
+			t = next
+		}
+	}
+	if g.lim != nil {
+		if tokens := g.lim.TokensAt(now); tokens < 1 {
+			d := time.Duration(math.Ceil((1 - tokens) / float64(g.lim.Limit()) * float64(time.Second)))
+			if next := now.Add(d); next.After(t) {
+				t = next
+			}
+		}
+	}
+	if g.resMax > 0 && g.resLeft <= 0 && now.Before(g.resRefill) && g.resRefill.After(t) {
+		t = g.resRefill
+	}
+	return t
+}
+
+// refill tops up an expired reservoir. q.mu must be held for writing.
+func (g *gate) refill(now time.Time) {
+	if g.resMax == 0 || now.Before(g.resRefill) {
+		return
+	}
+	g.resLeft = g.resMax
+	n := now.Sub(g.resRefill)/g.resEvery + 1
+	g.resRefill = g.resRefill.Add(n * g.resEvery)
+}
+
+// start records a rated start on g. q.mu must be held for writing.
+func (g *gate) start(now time.Time) {
+	g.lastStart = now
+	g.started = true
+	if g.lim != nil {
+		g.lim.AllowN(now, 1)
+	}
+	if g.resMax > 0 {
+		g.refill(now)
+		g.resLeft--
+	}
+}
+
+// readyNow reports whether a request may start on g at now, given cap.
+func (g *gate) readyNow(cap int, rated bool, now time.Time) bool {
+	if cap > 0 && g.running >= cap {
+		return false
+	}
+	if g.blockedUntil.After(now) {
+		return false
+	}
+	return !rated || !g.rateReadyAt(now).After(now)
+}
+
+// grantableLocked reports whether w may be granted at now. When it may not,
+// and only time stands in the way, wake is when to look again.
+func (q *Queue) grantableLocked(w *waiter, now time.Time) (ok bool, wake time.Time) {
+	timeOnly := true
+	for _, n := range w.needs {
+		g := n.g
+		if g.waiters.Front() != n.elem || (n.cap > 0 && g.running >= n.cap) {
+			timeOnly = false
+			continue
+		}
+		if g.blockedUntil.After(now) && g.blockedUntil.After(wake) {
+			wake = g.blockedUntil
+		}
+		if w.rated {
+			if r := g.rateReadyAt(now); r.After(now) && r.After(wake) {
+				wake = r
+			}
+		}
+	}
+	if !timeOnly {
+		return false, time.Time{}
+	}
+	return wake.IsZero(), wake
+}
+
+// grantLocked gives w its slots.
+func (q *Queue) grantLocked(w *waiter, now time.Time) {
+	for i := range w.needs {
+		n := &w.needs[i]
+		n.g.waiters.Remove(n.elem)
+		n.elem = nil
+		n.g.running++
+		n.g.lastUse = now
+		if w.rated {
+			n.g.start(now)
+		}
+	}
+	w.granted = true
+	w.wakeAt = time.Time{}
+	w.poke()
+}
+
+// dispatchLocked grants, in FIFO order, every waiter at the head of gates
+// (and of the gates they release in turn) that may start at now, and tells
+// the heads that wait only for time when to look again.
+func (q *Queue) dispatchLocked(gates []*gate, now time.Time) {
+	var buf [8]*gate
+	work := append(buf[:0], gates...)
+	for len(work) > 0 {
+		g := work[len(work)-1]
+		work = work[:len(work)-1]
+		front := g.waiters.Front()
+		if front == nil {
+			continue
+		}
+		w := front.Value.(*waiter)
+		ok, wake := q.grantableLocked(w, now)
+		if ok {
+			q.grantLocked(w, now)
+			for _, n := range w.needs {
+				work = append(work, n.g)
+			}
+			continue
+		}
+		if !wake.IsZero() && !wake.Equal(w.wakeAt) {
+			w.wakeAt = wake
+			w.poke()
+		}
+	}
+}
+
+// enqueueLocked appends w to the queue of every gate it needs.
+func (q *Queue) enqueueLocked(w *waiter) {
+	for i := range w.needs {
+		w.needs[i].elem = w.needs[i].g.waiters.PushBack(w)
+	}
+}
+
+// dequeueLocked removes a waiting w from its gates and lets the next heads
+// go.
+func (q *Queue) dequeueLocked(w *waiter, now time.Time) {
+	gates := make([]*gate, 0, len(w.needs))
+	for i := range w.needs {
+		n := &w.needs[i]
+		if n.elem != nil {
+			n.g.waiters.Remove(n.elem)
+			n.elem = nil
+		}
+		gates = append(gates, n.g)
+	}
+	q.dispatchLocked(gates, now)
+}
+
+// ungrantLocked returns the slots of a granted w that its caller gave up.
+func (q *Queue) ungrantLocked(w *waiter, now time.Time) {
+	gates := make([]*gate, 0, len(w.needs))
+	for _, n := range w.needs {
+		n.g.running--
+		gates = append(gates, n.g)
+	}
+	w.granted = false
+	q.dispatchLocked(gates, now)
+}
+
+// await blocks until w is granted, rejected, out of budget or ctx is done.
+// timeoutErr is returned when the budget runs out.
+func (q *Queue) await(ctx context.Context, w *waiter, budget time.Duration, timeoutErr func() error) error {
+	budgetTimer := time.NewTimer(budget)
+	defer budgetTimer.Stop()
+	var wake *time.Timer
+	var wakeC <-chan time.Time
+	defer func() {
+		if wake != nil {
+			wake.Stop()
+		}
+	}()
+	for {
+		q.mu.Lock()
+		granted, err, at := w.granted, w.err, w.wakeAt
+		q.mu.Unlock()
+		if granted {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		wakeC = nil
+		if !at.IsZero() {
+			d := time.Until(at)
+			if wake == nil {
+				wake = time.NewTimer(d)
+			} else {
+				wake.Reset(d)
+			}
+			wakeC = wake.C
+		} else if wake != nil {
+			wake.Stop()
+		}
+		select {
+		case <-w.signal:
+		case <-wakeC:
+			now := time.Now()
+			q.mu.Lock()
+			if !w.granted && w.err == nil {
+				w.wakeAt = time.Time{}
+				gates := make([]*gate, 0, len(w.needs))
+				for _, n := range w.needs {
+					gates = append(gates, n.g)
+				}
+				q.dispatchLocked(gates, now)
+			}
+			q.mu.Unlock()
+		case <-budgetTimer.C:
+			if q.abandon(w, false) {
+				return nil
+			}
+			if err := q.rejected(w); err != nil {
+				return err
+			}
+			return timeoutErr()
+		case <-ctx.Done():
+			q.abandon(w, true)
+			if err := q.rejected(w); err != nil {
+				return err
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+func (q *Queue) rejected(w *waiter) error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return w.err
+}
+
+// abandon takes w out of the queues. If w was granted meanwhile, it keeps
+// the grant (returns true) unless undo is set, in which case the slots are
+// given back.
+func (q *Queue) abandon(w *waiter, undo bool) bool {
+	now := time.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return false
+	case w.granted && !undo:
+		return true
+	case w.granted:
+		q.ungrantLocked(w, now)
+	default:
+		q.dequeueLocked(w, now)
+	}
+	return false
+}
+
+func (q *Queue) emit(e Event) {
+	if q.cfg.OnEvent != nil {
+		q.cfg.OnEvent(e)
+	}
+}
+
+// Acquire waits until a request on key may start and returns the function
+// that frees its slot; calling release more than once is harmless. A
+// request is refused at once with an error matching [ErrQueueFull] when
+// MaxQueueDepth requests already wait on key; it gives up with
+// [ErrQueueTimeout] after MaxQueueWait, and with ctx.Err() when ctx is done
+// first (or already). A refused or abandoned request leaves no slot or queue
+// entry behind. Waiters are served in FIFO order.
+//
+// Acquire does not bound the run itself; see [Queue.Do] and
+// [Queue.ExecutionContext].
+func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := q.settingsFor(key)
+	now := time.Now()
+	q.mu.Lock()
+	g := q.gateLocked(key, now)
+	g.apply(s, now)
+	if s.MaxQueueDepth > 0 && g.waiters.Len() >= s.MaxQueueDepth {
+		q.mu.Unlock()
+		return nil, q.refuse(key, s.MaxQueueDepth, now)
+	}
+	if g.waiters.Len() == 0 && g.readyNow(s.MaxConcurrency, true, now) {
+		g.refill(now)
+		g.running++
+		g.lastUse = now
+		g.start(now)
+		q.mu.Unlock()
+		t, gen := q.newTicket(g)
+		return func() { t.release(gen) }, nil
+	}
+	w := &waiter{needs: []need{{g: g, cap: s.MaxConcurrency}}, rated: true, signal: make(chan struct{}, 1)}
+	q.enqueueLocked(w)
+	q.dispatchLocked([]*gate{g}, now)
+	q.mu.Unlock()
+	err = q.await(ctx, w, s.MaxQueueWait, func() error {
+		e := &Error{Code: CodeQueueTimeout, Status: ErrQueueTimeout.Status, Key: key, Budget: s.MaxQueueWait}
+		q.emit(Event{Kind: EventQueueTimeout, Key: key, At: time.Now(), Err: e})
+		return e
+	})
+	if err != nil {
+		return nil, err
+	}
+	t, gen := q.newTicket(g)
+	return func() { t.release(gen) }, nil
+}
+
+func (q *Queue) refuse(key string, depth int, now time.Time) error {
+	e := &Error{Code: CodeQueueFull, Status: ErrQueueFull.Status, Key: key, Depth: depth}
+	q.emit(Event{Kind: EventQueueFull, Key: key, At: now, Err: e})
+	return e
+}
+
+// TryAcquire is shorthand for TryAcquireAt(key, time.Now()).
+func (q *Queue) TryAcquire(key string) (release func(), ok bool) {
+	return q.TryAcquireAt(key, time.Now())
+}
+
+// TryAcquireAt takes a slot on key if a request may start at now without
+// waiting, and reports whether it did. It never queues.
+func (q *Queue) TryAcquireAt(key string, now time.Time) (release func(), ok bool) {
+	s := q.settingsFor(key)
+	q.mu.Lock()
+	g := q.gateLocked(key, now)
+	g.apply(s, now)
+	if g.waiters.Len() > 0 || !g.readyNow(s.MaxConcurrency, true, now) {
+		q.mu.Unlock()
+		return nil, false
+	}
+	g.refill(now)
+	g.running++
+	g.lastUse = now
+	g.start(now)
+	q.mu.Unlock()
+	t, gen := q.newTicket(g)
+	return func() { t.release(gen) }, true
+}
