@@ -1,0 +1,239 @@
+package affinity
+
+import (
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// maxKeyName is the longest normalised key: the longest source label, ":",
+// and either 180 kept characters or "sha256:" and 64 hex digits.
+const maxKeyName = len("prompt-cache") + 1 + MaxKeptValue
+
+func checkKey(t *testing.T, k Key, ok bool) {
+	t.Helper()
+	if !ok {
+		if !k.IsZero() {
+			t.Fatalf("no key but non-zero Key %q", k.name)
+		}
+		return
+	}
+	if k.IsZero() || len(k.name) > maxKeyName {
+		t.Fatalf("bad key length %d: %q", len(k.name), k.name)
+	}
+	src, rest, found := strings.Cut(k.name, ":")
+	switch src {
+	case "header", "metadata", "claude-code", "conversation", "session", "prompt-cache", "input":
+	default:
+		t.Fatalf("unknown source in %q", k.name)
+	}
+	if !found || rest == "" || !isSafe(rest) {
+		t.Fatalf("unsafe key %q", k.name)
+	}
+	if h, ok := strings.CutPrefix(rest, "sha256:"); ok && len(rest) > MaxKeptValue {
+		if _, err := hex.DecodeString(h); err != nil || len(h) != 64 {
+			t.Fatalf("bad digest in %q", k.name)
+		}
+	}
+	if src == "input" && !strings.HasPrefix(rest, "sha256:") {
+		t.Fatalf("input key not hashed: %q", k.name)
+	}
+	if s := k.String(); len(s) > len("prompt-cache~")+8 {
+		t.Fatalf("redacted form too long: %q", s)
+	}
+}
+
+// revealed reports whether a stored or printed form reveals raw.
+func revealed(raw, form string) bool {
+	raw = strings.TrimSpace(raw)
+	// Short or hex-only values can occur in a digest by chance.
+	if len(raw) < 6 || strings.Trim(raw, "0123456789abcdef") == "" {
+		return false
+	}
+	return strings.Contains(form, raw)
+}
+
+func FuzzKeyFrom(f *testing.F) {
+	f.Add("abc", []byte(`{"metadata":{"session_id":"s1"}}`))
+	f.Add("   ", []byte(`{"metadata":{"user_id":"{\"session_id\":\"cc\"}"}}`))
+	f.Add("", []byte(`{"messages":[{"role":"system","content":"S"},{"role":"user","content":"hello"}]}`))
+	f.Add("", []byte(`{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]}]}`))
+	f.Add("", []byte(`{"contents":[{"role":"user","parts":[{"text":"g"}]}],"prompt":{"parts":["x"]}}`))
+	f.Add("", []byte(`{"conversation_id":"c","session_id":"s","prompt_cache_key":"p","query":"q"}`))
+	f.Add(strings.Repeat("a", 181), []byte(`{"session_id":"a b c"}`))
+	f.Add("", []byte(`{"prompt":[[["deep"]]],"instruction":{"content":{"text":"i"}}}`))
+	f.Add("\xff\xfe", []byte("{\"session_id\":\"\xff\"}"))
+	f.Fuzz(func(t *testing.T, header string, body []byte) {
+		h := http.Header{}
+		if header != "" {
+			h.Set(HeaderSession, header)
+		}
+		k, ok := KeyFrom(h, body)
+		checkKey(t, k, ok)
+		if !ok {
+			return
+		}
+		sk := StoreKey{Provider: "p", Session: k.Digest()}.String()
+		for _, form := range []string{sk, k.String()} {
+			if revealed(header, form) {
+				t.Fatalf("raw header %q revealed in %q", header, form)
+			}
+		}
+		if k2, ok2 := KeyFrom(h, body); !ok2 || k2 != k {
+			t.Fatal("extraction not deterministic")
+		}
+		var e Extractor
+		kb, okb := e.KeyFromBody(body)
+		checkKey(t, kb, okb)
+	})
+}
+
+func FuzzNewKey(f *testing.F) {
+	f.Add("abc")
+	f.Add("  spaced value  ")
+	f.Add(strings.Repeat("a", 180))
+	f.Add(strings.Repeat("a", 181))
+	f.Add(strings.Repeat("é", 4097))
+	f.Add("\x00\xff")
+	f.Fuzz(func(t *testing.T, v string) {
+		k, ok := NewKey("session", v)
+		checkKey(t, k, ok)
+		n := utf8.RuneCountInString(v)
+		trimmed := strings.TrimSpace(v)
+		switch {
+		case n > MaxKeyInput || trimmed == "":
+			if ok {
+				t.Fatalf("accepted %d chars / blank", n)
+			}
+		case !ok:
+			t.Fatal("refused a usable value")
+		case len(trimmed) <= MaxKeptValue && isSafe(trimmed):
+			if k.name != "session:"+trimmed {
+				t.Fatalf("safe value not kept: %q", k.name)
+			}
+		default:
+			if k.name != "session:sha256:"+sha(trimmed) {
+				t.Fatalf("value not hashed: %q", k.name)
+			}
+			if revealed(v, k.name) {
+				t.Fatalf("raw value in key %q", k.name)
+			}
+		}
+	})
+}
+
+func FuzzSettingsFromEnv(f *testing.F) {
+	f.Add("3600000", "", "claude=0,codex=60000")
+	f.Add("", "120000", "")
+	f.Add("-1", "86400001", "a=1.5,=3,b")
+	f.Add("1e3", "+5", " x = 9 ,,")
+	f.Fuzz(func(t *testing.T, ttl, legacy, providers string) {
+		m := map[string]string{}
+		if ttl != "" {
+			m[EnvTTL] = ttl
+		}
+		if legacy != "" {
+			m[EnvLegacyTTL] = legacy
+		}
+		if providers != "" {
+			m[EnvProviderTTL] = providers
+		}
+		s, err := SettingsFromEnv(env(m))
+		checkSettings(t, s)
+		if err != nil && !strings.HasPrefix(err.Error(), "affinity: ") {
+			t.Fatalf("error without prefix: %v", err)
+		}
+	})
+}
+
+func checkSettings(t *testing.T, s Settings) {
+	t.Helper()
+	if s.TTL < 0 || s.TTL > MaxTTL {
+		t.Fatalf("TTL out of range: %v", s.TTL)
+	}
+	for p, d := range s.ProviderTTL {
+		if d < 0 || d > MaxTTL {
+			t.Fatalf("provider %q TTL out of range: %v", p, d)
+		}
+	}
+}
+
+func FuzzSettingsNormalize(f *testing.F) {
+	f.Add(int64(0), "claude", int64(3_600_000_000_000), int64(0))
+	f.Add(int64(-1), "", int64(-5), int64(1<<62))
+	f.Add(int64(1<<62), "x", int64(1), int64(-1<<62))
+	f.Fuzz(func(t *testing.T, ttl int64, provider string, pttl, req int64) {
+		in := Settings{TTL: time.Duration(ttl), ProviderTTL: map[string]time.Duration{provider: time.Duration(pttl)}}
+		s := in.Normalize()
+		checkSettings(t, s)
+		if s.Normalize().TTL != s.TTL || len(s.Normalize().ProviderTTL) != len(s.ProviderTTL) {
+			t.Fatal("Normalize not idempotent")
+		}
+		got := in.TTLFor(provider, time.Duration(req))
+		if got < 0 || got > MaxTTL {
+			t.Fatalf("TTLFor out of range: %v", got)
+		}
+		if got != s.TTLFor(provider, time.Duration(req)) {
+			t.Fatal("TTLFor differs after Normalize")
+		}
+		if req > 0 && got != min(time.Duration(req), MaxTTL) {
+			t.Fatalf("request TTL %v not honoured: %v", req, got)
+		}
+	})
+}
+
+// FuzzPins drives Pins with a sequence of operations decoded from bytes and
+// checks, after each step, that a selection is always one of the candidates
+// and that a pinned connection was live.
+func FuzzPins(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{0x10, 0x21, 0x32, 0x43, 0x54, 0x65, 0x76, 0x87, 0x98, 0xa9, 0xba})
+	f.Add([]byte{0xff, 0x00, 0xfe, 0x01, 0x80, 0x7f})
+	conns := []string{"A", "B", "C", "D"}
+	keys := make([]Key, 4)
+	for i := range keys {
+		keys[i], _ = NewKey("session", string(rune('a'+i)))
+	}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		p := New(Config{Settings: Settings{TTL: 10 * time.Second}, MaxPins: 32, MaxConnections: 2})
+		now := t0
+		for _, op := range ops {
+			k := keys[op>>6&3]
+			c := cands(conns[op>>4&3:]...)
+			// Time moves by -1..+6 s, so it sometimes goes backwards.
+			now = now.Add(time.Duration(int(op>>2&7)-1) * time.Second)
+			switch op & 3 {
+			case 0:
+				before, live := p.LookupAt("p", k, now)
+				got, ok := p.SelectAt("p", k, c, now)
+				if !ok || indexOf(c, got) < 0 {
+					t.Fatalf("selected %q not a candidate", got)
+				}
+				if live && indexOf(c, before.Connection) >= 0 && got != before.Connection {
+					t.Fatalf("live pin %q ignored for %q", before.Connection, got)
+				}
+				after, ok := p.LookupAt("p", k, now)
+				if !ok || after.Connection != got || !after.Expires.After(now) {
+					t.Fatalf("pin after select: %+v", after)
+				}
+			case 1:
+				choice, ok := p.PlanAt(Request{Provider: "p", Key: k}, c, now)
+				if !ok || indexOf(c, choice.Connection) < 0 {
+					t.Fatalf("planned %q not a candidate", choice.Connection)
+				}
+				p.PinAt(Request{Provider: "p", Key: k}, choice.Connection, now)
+			case 2:
+				p.EvictAt("p", k, conns[op>>4&3], now)
+			default:
+				for _, pin := range p.SnapshotAt(now).Pins {
+					if !pin.Expires.After(now) || pin.Remaining <= 0 {
+						t.Fatalf("dead pin listed: %+v", pin)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,101 @@
+package affinity
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func skey(b byte, provider string) StoreKey {
+	var d [32]byte
+	d[0], d[1] = b, b^0x5a
+	return StoreKey{Provider: provider, Session: d}
+}
+
+func TestMemoryStoreBasics(t *testing.T) {
+	var s MemoryStore // zero value is usable
+	assert.Equal(t, DefaultMaxPins, s.Cap())
+	k := skey(1, "p")
+	pin := Pin{Connection: "A", Created: t0, LastUsed: t0, Expires: t0.Add(time.Minute)}
+	require.NoError(t, s.Save(k, pin, t0))
+
+	got, ok, err := s.Load(k, t0.Add(59*time.Second))
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, pin, got)
+
+	ok, _ = s.DeleteIf(k, "B")
+	assert.False(t, ok)
+	ok, _ = s.DeleteIf(k, "A")
+	assert.True(t, ok)
+	ok, _ = s.Delete(k)
+	assert.False(t, ok)
+
+	require.NoError(t, s.Save(k, pin, t0))
+	ok, _ = s.Delete(k)
+	assert.True(t, ok)
+	_, ok, _ = s.Load(skey(9, "q"), t0)
+	assert.False(t, ok)
+}
+
+func TestMemoryStoreLazyExpiry(t *testing.T) {
+	s := NewMemoryStore(0)
+	k := skey(1, "p")
+	require.NoError(t, s.Save(k, Pin{Connection: "A", Expires: t0.Add(time.Minute)}, t0))
+	// Expires is exclusive: a pin is dead at its expiry instant.
+	_, ok, _ := s.Load(k, t0.Add(time.Minute))
+	assert.False(t, ok)
+	assert.Equal(t, 0, s.Len())
+
+	require.NoError(t, s.Save(k, Pin{Connection: "A", Expires: t0.Add(time.Minute)}, t0))
+	l, _ := s.List(t0.Add(2 * time.Minute))
+	assert.Empty(t, l, "dead pins are not listed")
+	assert.Equal(t, 1, s.Len(), "listing does not delete")
+}
+
+func TestMemoryStoreBounded(t *testing.T) {
+	s := NewMemoryStore(64) // 2 per shard
+	assert.Equal(t, 64, s.Cap())
+	// Fill one shard (same first digest byte) beyond its share.
+	for i := range 10 {
+		var d [32]byte
+		d[0], d[1] = 7, byte(i)
+		require.NoError(t, s.Save(StoreKey{"p", d}, Pin{Connection: "A", Expires: t0.Add(time.Duration(i+1) * time.Minute)}, t0))
+	}
+	l, _ := s.List(t0)
+	require.Len(t, l, 2)
+	// The pins expiring first were evicted.
+	assert.Equal(t, t0.Add(9*time.Minute), l[0].Pin.Expires)
+	assert.Equal(t, t0.Add(10*time.Minute), l[1].Pin.Expires)
+
+	// Dead pins go before live ones.
+	var d [32]byte
+	d[0], d[1] = 7, 100
+	require.NoError(t, s.Save(StoreKey{"p", d}, Pin{Connection: "B", Expires: t0.Add(time.Hour)}, t0.Add(9*time.Minute)))
+	l, _ = s.List(t0.Add(9 * time.Minute))
+	require.Len(t, l, 2)
+	assert.Equal(t, "B", l[1].Pin.Connection)
+}
+
+func TestMemoryStoreSweepsOnWrite(t *testing.T) {
+	s := NewMemoryStore(32 * 64) // 64 per shard, sweep every 32 new keys
+	for i := range 40 {
+		var d [32]byte
+		d[0], d[1] = 3, byte(i)
+		require.NoError(t, s.Save(StoreKey{"p", d}, Pin{Connection: "A", Expires: t0.Add(time.Second)}, t0.Add(time.Duration(i)*time.Second)))
+	}
+	assert.Less(t, s.Len(), 40)
+}
+
+func TestStoreKeyString(t *testing.T) {
+	k := skey(0xab, "openai")
+	assert.Equal(t, "openai:abf1"+"000000000000000000000000000000000000000000000000000000000000", k.String())
+}
+
+func TestPinLive(t *testing.T) {
+	assert.False(t, Pin{Expires: t0.Add(time.Hour)}.Live(t0), "no connection")
+	assert.True(t, Pin{Connection: "A", Expires: t0.Add(time.Nanosecond)}.Live(t0))
+	assert.False(t, Pin{Connection: "A", Expires: t0}.Live(t0))
+}
