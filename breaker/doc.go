@@ -1,0 +1,65 @@
+// Package breaker keeps one circuit breaker per upstream provider and an
+// opt-in provider cooldown window gate.
+//
+// # Breaker
+//
+// A [Breaker] is a two-step circuit: [Breaker.Allow] asks before a request is
+// sent and returns a done func that reports the [Outcome] afterwards. Its
+// closed / open / half-open machine is a [gobreaker] two-step breaker; this
+// package adds what a gateway needs on top of it:
+//
+//   - [Degraded]: a closed breaker whose failure count has reached the
+//     profile's degraded level. It still admits every request; it tells a
+//     router to prefer other providers.
+//   - A leaky failure count: a failure adds one, a success while closed
+//     subtracts one (never below zero), and closing after a probe or a reset
+//     sets it to zero. An optional counting window ([Profile.Window]) lets old
+//     failures expire.
+//   - [Profile]s by credential class ([OAuth], [APIKey], [Local]) with an
+//     escalating open time after repeated failed probes, capped.
+//   - One half-open probe at a time. A probe that never reports is re-issued
+//     once the profile's reset time has passed since it was admitted.
+//   - Generations: a result reported for a request admitted before the last
+//     state change (or reset) never changes the state, so a late success does
+//     not close an open breaker and a late failure does not restart its timer.
+//   - Lazy recovery: there is no timer and no goroutine. Every call refreshes
+//     the state first, so an expired open period turns into half-open when the
+//     breaker is next asked.
+//
+// Only the statuses 408, 500, 502, 503 and 504 (and network failures) count
+// as failures; see [Classify]. Everything a provider cannot be blamed for
+// (429, 401, 403, 529, "overloaded" answers, context cancellation, local
+// errors) is [Ignored]: neither a success nor a failure.
+//
+// A [Set] holds one breaker per provider name, chooses its profile by class,
+// bounds its size, and offers [Set.Snapshot] for health pages, [Set.Reset]
+// and [Set.ResetAll], and a state-change hook that runs outside every lock.
+//
+// # Time
+//
+// The breaker follows the wall clock, because the gobreaker machine it is
+// built on reads [time.Now] itself; tests drive it inside [testing/synctest]
+// bubbles, where time moves only when every goroutine is blocked. A clock
+// that steps backwards never shortens or lengthens an open period by more
+// than the step, and never panics.
+//
+// # Window gate
+//
+// A [Gate] is the opt-in provider cooldown tracker. It is off unless
+// [GateSettings.Enabled] is set. At the provider level it cools a provider
+// once a threshold of failures falls inside a sliding window; at the
+// connection level it cools one connection for an exponentially growing
+// time. Every Gate method has an explicit-time form (RecordFailureAt,
+// BlockedUntilAt, …) beside a shorthand that uses [time.Now].
+//
+// # Settings
+//
+// [Settings] and [GateSettings] are plain structs whose zero value means the
+// built-in defaults. Normalize fills the defaults and clamps every field to
+// its documented range; [FromEnv] and [GateFromEnv] read the OMNIROUTE_*
+// and PROVIDER_COOLDOWN_* environment variables through a lookup func.
+//
+// All types are safe for concurrent use.
+//
+// [gobreaker]: https://pkg.go.dev/github.com/sony/gobreaker/v2
+package breaker
