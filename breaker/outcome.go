@@ -142,4 +142,3 @@ func containsFold(b []byte, w string) bool {
 	}
 	return false
 }
-
