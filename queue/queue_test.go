@@ -580,3 +580,5 @@ func TestOverridesFallThrough(t *testing.T) {
 	assert.Equal(t, 7, q.StatusAt("one", t0).Depth)
 	assert.Equal(t, 5, q.StatusAt("two", t0).Cap)
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
