@@ -35,7 +35,15 @@ type OwnerHash [sha256.Size]byte
 
 // HashOwner returns the digest of token without validating it. Use
 // [ParseOwner] for input from clients.
-func HashOwner(token string) OwnerHash { return sha256.Sum256([]byte(token)) }
+func HashOwner(token string) OwnerHash {
+	if len(token) <= OwnerLen {
+		// A stack copy keeps the hot path free of allocation.
+		var buf [OwnerLen]byte
+		n := copy(buf[:], token)
+		return sha256.Sum256(buf[:n])
+	}
+	return sha256.Sum256([]byte(token))
+}
 
 // IsZero reports whether h is the zero hash (no owner).
 func (h OwnerHash) IsZero() bool { return h == OwnerHash{} }

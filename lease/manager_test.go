@@ -1,0 +1,483 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/routeguard/routeguard/lease"
+	"github.com/routeguard/routeguard/lease/leasetest"
+)
+
+var (
+	ctx   = context.Background()
+	T0    = leasetest.T0
+	hashA = lease.HashOwner(leasetest.Owner('A'))
+	hashB = lease.HashOwner(leasetest.Owner('B'))
+)
+
+func claim(owner lease.OwnerHash, key string, cands ...string) lease.Claim {
+	return lease.Claim{Owner: owner, APIKeyID: key, Provider: "openai", Candidates: cands}
+}
+
+func TestAcquireScenarioNewAndReused(t *testing.T) {
+	m := lease.New(lease.Config{})
+	l, res, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	assert.Equal(t, lease.ResultAcquired, res)
+	assert.Equal(t, uint64(1), l.Generation)
+	assert.Equal(t, T0.Add(120*time.Second), l.ExpiresAt)
+
+	l, res, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, lease.ResultReused, res)
+	assert.Equal(t, uint64(1), l.Generation)
+	assert.Equal(t, T0.Add(121*time.Second), l.ExpiresAt)
+}
+
+func TestAcquireSecondKeyKeepsBinding(t *testing.T) {
+	m := lease.New(lease.Config{})
+	first, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	_, _, err = m.AcquireAt(ctx, claim(hashA, "k2", "c2"), T0.Add(time.Second))
+	assert.ErrorIs(t, err, lease.ErrOwnerAlreadyActive)
+	got, err := m.StatusAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}, T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, first, got)
+}
+
+func TestAcquireCapacity(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c1"), T0.Add(30*time.Second))
+	var ce *lease.CapacityError
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorIs(t, err, lease.ErrCapacityUnavailable)
+	assert.Equal(t, T0.Add(120*time.Second), ce.EarliestExpiry)
+	assert.Equal(t, 90*time.Second, ce.RetryAfter)
+	assert.Equal(t, 1, ce.Eligible)
+	assert.Equal(t, 0, ce.Free)
+}
+
+// Nine connections take nine owners on nine distinct connections; the
+// tenth waits until the earliest occupant expires.
+func TestAcquireCapacityScalesPerConnection(t *testing.T) {
+	m := lease.New(lease.Config{})
+	var conns []string
+	for i := range 9 {
+		conns = append(conns, fmt.Sprintf("c%d", i))
+	}
+	held := map[string]bool{}
+	for i := range 9 {
+		l, res, err := m.AcquireAt(ctx, claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", conns...), T0.Add(time.Duration(i)*time.Second))
+		require.NoError(t, err)
+		assert.Equal(t, lease.ResultAcquired, res)
+		assert.False(t, held[l.Connection], "connection %s leased twice", l.Connection)
+		held[l.Connection] = true
+	}
+	_, _, err := m.AcquireAt(ctx, claim(lease.HashOwner("owner9"), "k1", conns...), T0.Add(10*time.Second))
+	var ce *lease.CapacityError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, T0.Add(120*time.Second), ce.EarliestExpiry)
+	assert.Equal(t, 110*time.Second, ce.RetryAfter)
+	assert.Equal(t, 9, ce.Eligible)
+}
+
+// Scenario 11: connection top is leased by A, so B gets next.
+func TestAcquireSkipsForeignLease(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "top"), T0)
+	require.NoError(t, err)
+	l, res, err := m.AcquireAt(ctx, claim(hashB, "k1", "top", "next"), T0)
+	require.NoError(t, err)
+	assert.Equal(t, lease.ResultAcquired, res)
+	assert.Equal(t, "next", l.Connection)
+	assert.Equal(t, uint64(1), l.Generation)
+}
+
+func TestAcquireRejectsBadClaims(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, _, err := m.AcquireAt(ctx, claim(lease.OwnerHash{}, "k1", "c1"), T0)
+	assert.ErrorIs(t, err, lease.ErrContextRequired)
+	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1"), T0)
+	assert.ErrorIs(t, err, lease.ErrNoEligibleConnection)
+}
+
+func TestAcquireMovesWhenBoundConnectionIneligible(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1", "c2"), T0)
+	require.NoError(t, err)
+	l, res, err := m.AcquireAt(ctx, claim(hashA, "k1", "c2"), T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, lease.ResultTransitioned, res)
+	assert.Equal(t, "c2", l.Connection)
+	assert.Equal(t, uint64(1), l.Generation)
+}
+
+func TestAcquireClaimTTL(t *testing.T) {
+	m := lease.New(lease.Config{TTL: 10 * time.Second})
+	assert.Equal(t, 10*time.Second, m.TTL())
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	assert.Equal(t, T0.Add(10*time.Second), l.ExpiresAt)
+	c := claim(hashB, "k1", "c2")
+	c.TTL = time.Hour
+	l, _, err = m.AcquireAt(ctx, c, T0)
+	require.NoError(t, err)
+	assert.Equal(t, T0.Add(30*time.Minute), l.ExpiresAt)
+}
+
+func TestFenceAt(t *testing.T) {
+	m := lease.New(lease.Config{})
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}
+	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0), lease.ErrRequired)
+	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	at := T0.Add(time.Second)
+	assert.NoError(t, m.FenceAt(ctx, h, "c1", at))
+	assert.NoError(t, m.FenceAt(ctx, h, "", at), "empty connection checks only owner, key, generation")
+	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}, "c1", at), lease.ErrFenceStale)
+	err = m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}, "c1", at)
+	assert.ErrorIs(t, err, lease.ErrAuthorizationMismatch)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	assert.ErrorIs(t, m.FenceAt(ctx, h, "c2", at), lease.ErrConnectionMismatch)
+	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{Owner: hashB, APIKeyID: "k1", Generation: 1}, "c1", at), lease.ErrRequired)
+	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{APIKeyID: "k1", Generation: 1}, "c1", at), lease.ErrContextRequired)
+	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0.Add(120*time.Second)), lease.ErrRequired, "expired")
+}
+
+func TestFenceAtAllocatesNothing(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	valid := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}
+	stale := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}
+	at := T0.Add(time.Second)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if m.FenceAt(ctx, valid, "c1", at) != nil || m.FenceAt(ctx, stale, "c1", at) == nil ||
+			m.FenceAt(ctx, valid, "c9", at) == nil {
+			t.Fatal("unexpected fence verdict")
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// Scenario 12: the bound connection becomes ineligible; the next request
+// is served on a free sibling with the same generation.
+func TestSelectMovesToFreeSibling(t *testing.T) {
+	var events []lease.Event
+	m := lease.New(lease.Config{OnChange: func(e lease.Event) { events = append(events, e) }})
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1", "c2", "c3"), T0)
+	require.NoError(t, err)
+	require.Equal(t, "c1", l.Connection)
+	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c2"), T0)
+	require.NoError(t, err)
+
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
+	same, err := m.SelectAt(ctx, h, "openai", []string{"c1", "c2", "c3"}, T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, l, same, "bound connection still eligible: lease unchanged")
+
+	// c1 is now rate limited, so the caller leaves it out.
+	moved, err := m.SelectAt(ctx, h, "openai", []string{"c2", "c3"}, T0.Add(2*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, "c3", moved.Connection)
+	assert.Equal(t, l.Generation, moved.Generation)
+	assert.NoError(t, m.FenceAt(ctx, h, "c3", T0.Add(2*time.Second)))
+	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0.Add(2*time.Second)), lease.ErrConnectionMismatch)
+
+	require.Len(t, events, 3)
+	assert.Equal(t, lease.ResultTransitioned, events[2].Result)
+	assert.Equal(t, "c1", events[2].Previous.Connection)
+	assert.Equal(t, lease.ReasonConnectionIneligible, events[2].Previous.EndReason)
+}
+
+func TestSelectWithoutFreeCandidateInvalidates(t *testing.T) {
+	m := lease.New(lease.Config{})
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c2"), T0.Add(10*time.Second))
+	require.NoError(t, err)
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
+	_, err = m.SelectAt(ctx, h, "openai", []string{"c2"}, T0.Add(20*time.Second))
+	var ce *lease.CapacityError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 110*time.Second, ce.RetryAfter)
+	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0.Add(20*time.Second)), lease.ErrRequired, "lease invalidated")
+}
+
+// Scenario 13: the only connection is banned, so nothing is eligible; the
+// answer is not lease contention and the lease is kept.
+func TestSelectWithoutCandidatesIsNotContention(t *testing.T) {
+	m := lease.New(lease.Config{})
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
+	_, err = m.SelectAt(ctx, h, "openai", nil, T0.Add(time.Second))
+	assert.ErrorIs(t, err, lease.ErrNoEligibleConnection)
+	assert.NotErrorIs(t, err, lease.ErrCapacityUnavailable)
+	assert.NoError(t, m.FenceAt(ctx, h, "c1", T0.Add(time.Second)))
+}
+
+func TestSelectFence(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, err := m.SelectAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}, "openai", []string{"c1"}, T0)
+	assert.ErrorIs(t, err, lease.ErrRequired)
+	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	_, err = m.SelectAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}, "openai", []string{"c1"}, T0)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	_, err = m.SelectAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}, "openai", []string{"c1"}, T0)
+	assert.ErrorIs(t, err, lease.ErrAuthorizationMismatch)
+	_, err = m.SelectAt(ctx, lease.Holder{APIKeyID: "k2", Generation: 1}, "openai", []string{"c1"}, T0)
+	assert.ErrorIs(t, err, lease.ErrContextRequired)
+}
+
+// Scenario 4 through the Manager, with the events it reports.
+func TestRenewReleaseLifecycle(t *testing.T) {
+	var events []lease.Result
+	m := lease.New(lease.Config{OnChange: func(e lease.Event) { events = append(events, e.Result) }})
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	g := l.Generation
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: g}
+	at := T0.Add(time.Minute)
+
+	_, err = m.RenewAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: g + 1}, at)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	r, err := m.RenewAt(ctx, h, at)
+	require.NoError(t, err)
+	assert.Equal(t, at.Add(120*time.Second), r.ExpiresAt)
+	assert.Equal(t, at, r.RenewedAt)
+
+	_, err = m.ReleaseAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: g - 1}, "", at)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	_, err = m.ReleaseAt(ctx, h, "BECAUSE", at)
+	assert.ErrorIs(t, err, lease.ErrActionInvalid)
+	rel, err := m.ReleaseAt(ctx, h, "", at)
+	require.NoError(t, err)
+	assert.Equal(t, lease.StateReleased, rel.State)
+	assert.Equal(t, lease.ReasonOwnerExit, rel.EndReason)
+	again, err := m.ReleaseAt(ctx, h, lease.ReasonClientCancelled, at.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, rel, again)
+	_, err = m.StatusAt(ctx, h, at)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+
+	assert.Equal(t, []lease.Result{lease.ResultAcquired, lease.ResultRenewed, lease.ResultReleased}, events)
+}
+
+// Scenario 5 through the Manager.
+func TestTransitionAt(t *testing.T) {
+	m := lease.New(lease.Config{})
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c-b"), T0)
+	require.NoError(t, err)
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
+	_, _, err = m.TransitionAt(ctx, h, "openai", "c-c", lease.ReasonTTLExpired, T0)
+	assert.ErrorIs(t, err, lease.ErrActionInvalid)
+	moved, res, err := m.TransitionAt(ctx, h, "openai", "c-c", lease.ReasonConnectionIneligible, T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, lease.ResultTransitioned, res)
+	assert.Equal(t, l.Generation, moved.Generation)
+	assert.ErrorIs(t, m.FenceAt(ctx, h, "c-b", T0.Add(time.Second)), lease.ErrConnectionMismatch)
+	assert.NoError(t, m.FenceAt(ctx, h, "c-c", T0.Add(time.Second)))
+	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: l.Generation}, "c-c", T0.Add(time.Second)), lease.ErrAuthorizationMismatch)
+	_, res, err = m.TransitionAt(ctx, h, "openai", "c-c", lease.ReasonConnectionIneligible, T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, lease.ResultReused, res)
+
+	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c-d"), T0)
+	require.NoError(t, err)
+	_, _, err = m.TransitionAt(ctx, h, "openai", "c-d", lease.ReasonConnectionIneligible, T0.Add(2*time.Second))
+	assert.ErrorIs(t, err, lease.ErrCapacityUnavailable)
+	_, _, err = m.TransitionAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 9}, "openai", "c-e", lease.ReasonConnectionIneligible, T0)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+}
+
+// Scenario 7 through the Manager.
+func TestGenerationsAcrossReleaseAndInvalidate(t *testing.T) {
+	m := lease.New(lease.Config{})
+	for want := uint64(1); want <= 3; want++ {
+		l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(time.Duration(want)*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, want, l.Generation)
+		h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: want}
+		if want == 1 {
+			_, err = m.ReleaseAt(ctx, h, lease.ReasonOwnerExit, T0.Add(time.Duration(want)*time.Second))
+		} else {
+			_, err = m.InvalidateAt(ctx, h, lease.ReasonQuotaUnavailable, T0.Add(time.Duration(want)*time.Second))
+		}
+		require.NoError(t, err)
+	}
+	_, err := m.InvalidateAt(ctx, lease.Holder{Owner: hashA, Generation: 3}, lease.ReasonQuotaUnavailable, T0.Add(time.Minute))
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	_, err = m.InvalidateAt(ctx, lease.Holder{Owner: hashA, Generation: 3}, "NOPE", T0.Add(time.Minute))
+	assert.ErrorIs(t, err, lease.ErrActionInvalid)
+}
+
+// Scenario 6 through the Manager, with EXPIRED events.
+func TestReconcileAt(t *testing.T) {
+	var expired []lease.Lease
+	m := lease.New(lease.Config{OnChange: func(e lease.Event) {
+		if e.Result == lease.ResultExpired {
+			expired = append(expired, e.Lease)
+		}
+	}})
+	c := claim(hashA, "k1", "c1")
+	c.TTL = time.Second
+	_, _, err := m.AcquireAt(ctx, c, T0.Add(13*time.Second))
+	require.NoError(t, err)
+	n, err := m.ReconcileAt(ctx, T0.Add(15*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	require.Len(t, expired, 1)
+	assert.Equal(t, T0.Add(14*time.Second), expired[0].EndedAt)
+	l, _, err := m.AcquireAt(ctx, c, T0.Add(16*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), l.Generation)
+}
+
+func TestSnapshotAt(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, _, err := m.AcquireAt(ctx, claim(hashB, "k1", "c2"), T0)
+	require.NoError(t, err)
+	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	snap, err := m.SnapshotAt(ctx, T0)
+	require.NoError(t, err)
+	require.Len(t, snap, 2)
+	assert.Equal(t, "c1", snap[0].Connection)
+	assert.Equal(t, "c2", snap[1].Connection)
+	assert.NotContains(t, fmt.Sprintf("%+v", snap), leasetest.Owner('A'))
+}
+
+func TestGenerationExhausted(t *testing.T) {
+	s := lease.NewMemoryStore(lease.Config{})
+	s.SetMaxGeneration(hashA, lease.MaxGeneration-1)
+	m := lease.New(lease.Config{Store: s})
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	assert.Equal(t, lease.MaxGeneration, l.Generation)
+	_, err = m.ReleaseAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}, "", T0)
+	require.NoError(t, err)
+	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	assert.ErrorIs(t, err, lease.ErrGenerationExhausted)
+	assert.ErrorIs(t, err, lease.ErrServiceUnavailable)
+}
+
+func TestMemoryStoreBounded(t *testing.T) {
+	s := lease.NewMemoryStore(lease.Config{MaxOwners: 16, Retention: time.Hour})
+	m := lease.New(lease.Config{Store: s})
+	for i := range 200 {
+		owner := lease.HashOwner(fmt.Sprint("owner", i))
+		at := T0.Add(time.Duration(i) * time.Second)
+		l, _, err := m.AcquireAt(ctx, claim(owner, "k1", "c1"), at)
+		require.NoError(t, err)
+		_, err = m.ReleaseAt(ctx, lease.Holder{Owner: owner, APIKeyID: "k1", Generation: l.Generation}, "", at)
+		require.NoError(t, err)
+		require.LessOrEqual(t, s.Len(), 16)
+	}
+	// Retention: everything ended more than an hour ago is forgotten.
+	_, err := m.ReconcileAt(ctx, T0.Add(2*time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, 0, s.Len())
+}
+
+func TestMemoryStoreFullOfActiveOwners(t *testing.T) {
+	s := lease.NewMemoryStore(lease.Config{MaxOwners: 16})
+	m := lease.New(lease.Config{Store: s})
+	for i := range 16 {
+		_, _, err := m.AcquireAt(ctx, claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", fmt.Sprint("c", i)), T0)
+		require.NoError(t, err)
+	}
+	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c99"), T0)
+	assert.ErrorIs(t, err, lease.ErrStoreFull)
+	// Once they expire there is room again.
+	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c99"), T0.Add(121*time.Second))
+	assert.NoError(t, err)
+}
+
+func TestMemoryStoreLazySweep(t *testing.T) {
+	s := lease.NewMemoryStore(lease.Config{Retention: time.Minute})
+	m := lease.New(lease.Config{Store: s})
+	for i := range 10 {
+		c := claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", fmt.Sprint("c", i))
+		c.TTL = time.Second
+		_, _, err := m.AcquireAt(ctx, c, T0)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 10, s.Len())
+	// A write well after expiry plus retention sweeps the expired owners.
+	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "cx"), T0.Add(10*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Len())
+}
+
+func TestValidateKeyPolicy(t *testing.T) {
+	assert.ErrorIs(t, lease.ValidateKeyPolicy([]string{"chat", "lease:exclusive"}, nil), lease.ErrKeyPolicyInvalid)
+	assert.NoError(t, lease.ValidateKeyPolicy([]string{"lease:exclusive"}, []string{"c1"}))
+	assert.NoError(t, lease.ValidateKeyPolicy([]string{"chat"}, nil))
+}
+
+// Hammer: 100 goroutines, 100 owners, 10 connections: exactly 10 winners,
+// never two active leases on one connection, even while winners renew and
+// fence concurrently.
+func TestHammerUniqueness(t *testing.T) {
+	m := lease.New(lease.Config{})
+	var conns []string
+	for i := range 10 {
+		conns = append(conns, fmt.Sprint("c", i))
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners = map[string]lease.OwnerHash{}
+		waiting int
+	)
+	start := make(chan struct{})
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := lease.HashOwner(fmt.Sprint("hammer", i))
+			<-start
+			l, _, err := m.AcquireAt(ctx, claim(owner, "k1", conns...), T0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				if _, dup := winners[l.Connection]; dup {
+					t.Errorf("connection %s won twice", l.Connection)
+				}
+				winners[l.Connection] = owner
+			case lease.ErrCapacityUnavailable.Code == codeOf(err):
+				waiting++
+			default:
+				t.Errorf("owner %d: %v", i, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	assert.Len(t, winners, 10)
+	assert.Equal(t, 90, waiting)
+	for conn, owner := range winners {
+		assert.NoError(t, m.FenceAt(ctx, lease.Holder{Owner: owner, APIKeyID: "k1", Generation: 1}, conn, T0))
+	}
+}
+
+func codeOf(err error) string {
+	if _, ok := err.(*lease.CapacityError); ok {
+		return lease.ErrCapacityUnavailable.Code
+	}
+	if le, ok := err.(*lease.Error); ok {
+		return le.Code
+	}
+	return ""
+}
