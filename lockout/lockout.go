@@ -754,10 +754,12 @@ func (l *Lockout) removeLocked(sh *shard, e *entry) bool {
 // entry goes, then, if still needed, the entries closest to expiry, down to
 // seven eighths of the cap so the work is amortised over many writes.
 func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
-	if !l.evictMu.TryLock() {
-		return events // another goroutine is already evicting
-	}
+	l.evictMu.Lock()
 	defer l.evictMu.Unlock()
+	limit := int64(c.MaxEntries)
+	if l.total.Load() <= limit {
+		return events // another goroutine evicted meanwhile
+	}
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -765,7 +767,6 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 		sh.nextSweep = now.Add(defaultSweepInterval)
 		sh.mu.Unlock()
 	}
-	limit := int64(c.MaxEntries)
 	if l.total.Load() <= limit {
 		return events
 	}

@@ -1,0 +1,61 @@
+package lockout_test
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/routeguard/routeguard/lockout"
+)
+
+// TestConcurrentUse hammers one Lockout from several goroutines; run it with
+// -race. Every goroutine works on its own connection, so its view must stay
+// exact while the others write, list, clear and evict around it.
+func TestConcurrentUse(t *testing.T) {
+	var changes atomic.Int64
+	l := lockout.New(lockout.Config{
+		Settings: lockout.Settings{Enabled: true, MaxEntries: 64},
+		OnChange: func(lockout.Change) { changes.Add(1) },
+	})
+	const workers, rounds = 8, 300
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			conn := "c" + strconv.Itoa(w)
+			now := t0
+			for i := range rounds {
+				now = now.Add(time.Second)
+				m := "m" + strconv.Itoa(i%5)
+				switch i % 4 {
+				case 0:
+					l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: conn, Model: m, Status: 503}, now)
+				case 1:
+					l.LockedAt("p", conn, m, now)
+				case 2:
+					l.DecayAt("p", conn, m, now)
+				case 3:
+					l.SnapshotAt(now)
+				}
+			}
+			// Final, checked state for this connection.
+			res := l.LockAt(lockout.Failure{Provider: "p", Connection: conn, Model: "final", Scope: lockout.ScopeModel, Cooldown: time.Hour}, now)
+			if _, _, locked := l.LockedAt("p", conn, "final", now); res.Locked && !locked && l.Len() < 64 {
+				t.Errorf("%s: final lock not visible", conn)
+			}
+			if l.ClearAt("p", conn, "final", now) {
+				if _, _, locked := l.LockedAt("p", conn, "final", now); locked {
+					t.Errorf("%s: locked after clear", conn)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := l.Len(); n > 64 {
+		t.Errorf("Len() = %d, want ≤ 64", n)
+	}
+	if changes.Load() == 0 {
+		t.Error("no change was reported")
+	}
+}
