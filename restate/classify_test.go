@@ -1,6 +1,7 @@
 package restate
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -145,7 +146,7 @@ func TestOperatorRulesValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := c.SetOperatorRules(tt.rules)
 			var re *RuleError
-			if !errorsAs(err, &re) || !errorsIs(err, ErrInvalidRule) {
+			if !errors.As(err, &re) || !errors.Is(err, ErrInvalidRule) {
 				t.Fatalf("SetOperatorRules = %v, want a RuleError", err)
 			}
 			if re.ID != tt.id || re.Code() != "invalid_rule" || re.HTTPStatus() != 400 {

@@ -1,0 +1,30 @@
+package restate
+
+// EmergencyTarget is where the emergency fallback sends a request.
+type EmergencyTarget struct {
+	Provider        string
+	Model           string
+	MaxOutputTokens int
+}
+
+// EmergencyFallback reports whether a failed request should be retried once
+// on the emergency target: never when it is disabled or the request carries
+// tools; otherwise on a 402, or when the body contains one of
+// Tables.EmergencyPhrases, or a Tables.EmergencyBilling word within 40 bytes
+// of a Tables.EmergencyBillingNear word.
+func (c *Classifier) EmergencyFallback(status int, body []byte, hasTools bool) (EmergencyTarget, bool) {
+	st := c.load()
+	if st.set.EmergencyDisabled || hasTools {
+		return EmergencyTarget{}, false
+	}
+	target := EmergencyTarget{Provider: st.set.EmergencyProvider, Model: st.set.EmergencyModel,
+		MaxOutputTokens: st.set.EmergencyMaxTokens}
+	if status == 402 {
+		return target, true
+	}
+	text := lower(st.bound(body))
+	if hasAny(text, st.t.EmergencyPhrases) || near(text, st.t.EmergencyBilling, st.t.EmergencyBillingNear, 40) {
+		return target, true
+	}
+	return EmergencyTarget{}, false
+}

@@ -1,0 +1,59 @@
+package restate
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseStreamError(t *testing.T) {
+	tests := []struct {
+		name   string
+		event  string
+		status int
+		ok     bool
+	}{
+		{"anthropic overloaded", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", 503, true},
+		{"anthropic rate limit", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}\n", 429, true},
+		{"openai error object", "data: {\"error\":{\"message\":\"quota\",\"type\":\"insufficient_quota\",\"code\":\"insufficient_quota\"}}\n", 429, true},
+		{"numeric code", "data: {\"error\":{\"code\":403,\"message\":\"用户额度不足\"}}\n", 403, true},
+		{"google status", `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED"}}`, 429, true},
+		{"google status name only", `{"error":{"status":"UNAVAILABLE"}}`, 503, true},
+		{"multi-line data", "event: error\ndata: {\"error\":\ndata: {\"type\":\"api_error\"}}\n", 500, true},
+		{"unknown type", "data: {\"error\":{\"type\":\"weird\"}}\n", 500, true},
+		{"error event with text", "event: error\ndata: upstream exploded\n", 500, true},
+		{"crlf", "event: error\r\ndata: {\"error\":{\"type\":\"authentication_error\"}}\r\n", 401, true},
+		{"normal chunk", "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n", 0, false},
+		{"done", "data: [DONE]\n", 0, false},
+		{"null error", "data: {\"error\":null}\n", 0, false},
+		{"empty", "", 0, false},
+		{"comment only", ": ping\n", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, payload, ok := ParseStreamError([]byte(tt.event))
+			if status != tt.status || ok != tt.ok {
+				t.Errorf("ParseStreamError(%q) = %d, %q, %v; want %d, %v", tt.event, status, payload, ok, tt.status, tt.ok)
+			}
+		})
+	}
+}
+
+func TestClassifyEventRestates(t *testing.T) {
+	c := &Classifier{}
+	ev := []byte("event: error\ndata: {\"error\":{\"code\":403,\"message\":\"用户额度不足\"}}\n\n")
+	v, ok := c.ClassifyEventAt(Response{Provider: "agentrouter", Status: 200}, ev, t0)
+	want := Verdict{Status: 429, FromStatus: 403, RestateRule: "agentrouter-quota-misstatus", ClientRetryAfter: time.Minute,
+		Reason: ReasonQuotaExhausted, Kind: KindStatusRule, RuleID: "agentrouter-quota", Scope: ScopeConnection,
+		Mode: CooldownBackoff, HintOverrides: true, ShouldFallback: true}
+	if !ok || v != want {
+		t.Errorf("ClassifyEventAt = %+v, %v\nwant %+v", v, ok, want)
+	}
+	if _, ok := c.ClassifyEventAt(Response{Provider: "agentrouter"}, []byte("data: {\"choices\":[]}\n"), t0); ok {
+		t.Error("a normal chunk was classified")
+	}
+	v, ok = ClassifyEventAt(Response{Provider: "anthropic", Auth: AuthOAuth},
+		[]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n"), t0)
+	if !ok || v.Status != 503 || v.Reason != ReasonModelCapacity || v.Mode != CooldownBackoff {
+		t.Errorf("overloaded event = %+v, %v", v, ok)
+	}
+}
