@@ -413,7 +413,7 @@ func TestSelectHitAllocatesNothing(t *testing.T) {
 }
 
 func TestPinsConcurrent(t *testing.T) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}, MaxPins: 64, MaxConnections: 4})
+	p := New(Config{Settings: Settings{TTL: time.Hour}, MaxPins: 128, MaxConnections: 4})
 	keys := make([]Key, 50)
 	for i := range keys {
 		keys[i] = mustKey(t, fmt.Sprint("k", i))
@@ -445,6 +445,6 @@ func TestPinsConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	s := p.SnapshotAt(t0)
-	assert.LessOrEqual(t, len(s.Pins), 64)
+	assert.LessOrEqual(t, len(s.Pins), 128)
 	assert.LessOrEqual(t, len(s.Connections), 5)
 }

@@ -91,8 +91,9 @@ type memShard struct {
 	writes int              // writes since the last sweep
 }
 
-// NewMemoryStore returns a MemoryStore holding at most maxPins pins
-// (rounded up to a multiple of 32). maxPins ≤ 0 means [DefaultMaxPins].
+// NewMemoryStore returns a MemoryStore holding at most maxPins pins,
+// rounded up to a multiple of 32 and to at least 128. maxPins ≤ 0 means
+// [DefaultMaxPins].
 func NewMemoryStore(maxPins int) *MemoryStore {
 	s := &MemoryStore{}
 	s.once.Do(func() { s.perShard = perShard(maxPins) })
@@ -103,7 +104,7 @@ func perShard(maxPins int) int {
 	if maxPins <= 0 {
 		maxPins = DefaultMaxPins
 	}
-	return (maxPins + storeShards - 1) / storeShards
+	return max((maxPins+storeShards-1)/storeShards, 4)
 }
 
 func (s *MemoryStore) shard(key StoreKey) *memShard {

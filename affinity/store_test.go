@@ -56,8 +56,9 @@ func TestMemoryStoreLazyExpiry(t *testing.T) {
 }
 
 func TestMemoryStoreBounded(t *testing.T) {
-	s := NewMemoryStore(64) // 2 per shard
-	assert.Equal(t, 64, s.Cap())
+	assert.Equal(t, 128, NewMemoryStore(1).Cap())
+	s := NewMemoryStore(64) // 4 per shard
+	assert.Equal(t, 128, s.Cap())
 	// Fill one shard (same first digest byte) beyond its share.
 	for i := range 10 {
 		var d [32]byte
@@ -65,17 +66,18 @@ func TestMemoryStoreBounded(t *testing.T) {
 		require.NoError(t, s.Save(StoreKey{"p", d}, Pin{Connection: "A", Expires: t0.Add(time.Duration(i+1) * time.Minute)}, t0))
 	}
 	l, _ := s.List(t0)
-	require.Len(t, l, 2)
+	require.Len(t, l, 4)
 	// The pins expiring first were evicted.
-	assert.Equal(t, t0.Add(9*time.Minute), l[0].Pin.Expires)
-	assert.Equal(t, t0.Add(10*time.Minute), l[1].Pin.Expires)
+	assert.Equal(t, t0.Add(7*time.Minute), l[0].Pin.Expires)
+	assert.Equal(t, t0.Add(10*time.Minute), l[3].Pin.Expires)
 
 	// Dead pins go before live ones.
 	var d [32]byte
 	d[0], d[1] = 7, 100
 	require.NoError(t, s.Save(StoreKey{"p", d}, Pin{Connection: "B", Expires: t0.Add(time.Hour)}, t0.Add(9*time.Minute)))
 	l, _ = s.List(t0.Add(9 * time.Minute))
-	require.Len(t, l, 2)
+	require.Len(t, l, 2, "dead pins swept, the live ones kept")
+	assert.Equal(t, t0.Add(10*time.Minute), l[0].Pin.Expires)
 	assert.Equal(t, "B", l[1].Pin.Connection)
 }
 
