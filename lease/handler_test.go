@@ -22,7 +22,7 @@ import (
 
 // keys is a fake key table: the Authorization header names the key id.
 var keys = map[string]lease.Caller{
-	"managed": {APIKeyID: "kid-managed", Scopes: []string{"chat", lease.ScopeExclusive}, AllowedConnections: []string{"conn-secret-1"}},
+	"managed":  {APIKeyID: "kid-managed", Scopes: []string{"chat", lease.ScopeExclusive}, AllowedConnections: []string{"conn-secret-1"}},
 	"managed2": {APIKeyID: "kid-managed2", Scopes: []string{lease.ScopeExclusive}, AllowedConnections: []string{"conn-secret-2", "conn-secret-3"}},
 	"plain":    {APIKeyID: "kid-plain", Scopes: []string{"chat"}},
 	"broken":   {APIKeyID: "kid-broken", Scopes: []string{lease.ScopeExclusive}},
