@@ -502,7 +502,7 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		e.reason = reason
 		e.scope = scope
 		if l.onChange != nil {
-			events = append(events, Change{Kind: Locked, Lock: e.info(now)})
+			events = append(events, Change{Kind: ChangeLocked, Lock: e.info(now)})
 		}
 	}
 	res := Result{
@@ -588,7 +588,7 @@ func (l *Lockout) DecayAt(provider, connection, model string, now time.Time) (co
 			return
 		}
 		if l.onChange != nil && e.active(now) {
-			events = append(events, Change{Kind: Decayed, Lock: e.info(now)})
+			events = append(events, Change{Kind: ChangeDecayed, Lock: e.info(now)})
 		}
 		l.removeLocked(sh, e)
 		cleared = true
@@ -620,7 +620,7 @@ func (l *Lockout) ClearAt(provider, connection, model string, now time.Time) boo
 		if e.active(now) {
 			removed = true
 			if l.onChange != nil {
-				events = append(events, Change{Kind: Cleared, Lock: e.info(now)})
+				events = append(events, Change{Kind: ChangeCleared, Lock: e.info(now)})
 			}
 		}
 		l.removeLocked(sh, e)
@@ -792,7 +792,7 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 		sh.mu.Lock()
 		if l.removeLocked(sh, v.e) {
 			if l.onChange != nil && v.e.active(now) {
-				events = append(events, Change{Kind: Evicted, Lock: v.e.info(now)})
+				events = append(events, Change{Kind: ChangeEvicted, Lock: v.e.info(now)})
 			}
 			excess--
 		}

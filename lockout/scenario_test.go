@@ -2,6 +2,7 @@ package lockout_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -455,7 +456,7 @@ func TestCapEvictsClosestToExpiry(t *testing.T) {
 	assertLocked(t, l, "p", "z", "m", t0, true)
 	var evicted []string
 	for _, c := range changes {
-		if c.Kind == lockout.Evicted {
+		if c.Kind == lockout.ChangeEvicted {
 			evicted = append(evicted, c.Lock.Connection)
 		}
 	}
@@ -511,8 +512,19 @@ func TestStringers(t *testing.T) {
 	assert.Equal(t, "auto family model exact scope(7)",
 		lockout.ScopeAuto.String()+" "+lockout.ScopeFamily.String()+" "+lockout.ScopeModel.String()+" "+lockout.ScopeExact.String()+" "+lockout.Scope(7).String())
 	assert.Equal(t, "locked cleared decayed evicted change(0)",
-		lockout.Locked.String()+" "+lockout.Cleared.String()+" "+lockout.Decayed.String()+" "+lockout.Evicted.String()+" "+lockout.ChangeKind(0).String())
+		lockout.ChangeLocked.String()+" "+lockout.ChangeCleared.String()+" "+lockout.ChangeDecayed.String()+" "+lockout.ChangeEvicted.String()+" "+lockout.ChangeKind(0).String())
 	for st, want := range map[int]lockout.Reason{404: "not_found", 429: "rate_limited", 402: "quota_exhausted", 403: "forbidden", 401: "forbidden", 503: "server_error"} {
 		assert.Equal(t, want, lockout.ReasonForStatus(st))
 	}
+}
+
+func TestExactNameEdgeCases(t *testing.T) {
+	l := lockout.New(enabled(lockout.Settings{}))
+	long := strings.Repeat("X", 200)
+	for _, m := range []string{long, "ÉCLAIR-1", "MiXeD"} {
+		l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: m, Status: 502}, t0)
+		assertLocked(t, l, "p", "c", strings.ToLower(m), t0, true)
+		assertLocked(t, l, "p", "c", " "+m+" ", t0, true)
+	}
+	assertLocked(t, l, "p", "c", strings.Repeat("x", 199), t0, false)
 }

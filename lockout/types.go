@@ -157,27 +157,27 @@ type ChangeKind uint8
 
 // Kinds of lock changes reported to Config.OnChange.
 const (
-	// Locked: a failure or LockAt created or extended a lock.
-	Locked ChangeKind = iota + 1
-	// Cleared: ClearAt removed a lock.
-	Cleared
-	// Decayed: success decay brought the failure count to 0 and removed the
+	// ChangeLocked: a failure or LockAt created or extended a lock.
+	ChangeLocked ChangeKind = iota + 1
+	// ChangeCleared: ClearAt removed a lock.
+	ChangeCleared
+	// ChangeDecayed: success decay brought the failure count to 0 and removed the
 	// lock.
-	Decayed
-	// Evicted: the entry cap pushed a lock out before it expired.
-	Evicted
+	ChangeDecayed
+	// ChangeEvicted: the entry cap pushed a lock out before it expired.
+	ChangeEvicted
 )
 
 // String returns the kind's lower-case name.
 func (k ChangeKind) String() string {
 	switch k {
-	case Locked:
+	case ChangeLocked:
 		return "locked"
-	case Cleared:
+	case ChangeCleared:
 		return "cleared"
-	case Decayed:
+	case ChangeDecayed:
 		return "decayed"
-	case Evicted:
+	case ChangeEvicted:
 		return "evicted"
 	}
 	return "change(" + strconv.Itoa(int(k)) + ")"
