@@ -22,7 +22,7 @@ type Options struct {
 	// Read (net/http response bodies and io.Pipe do).
 	Cancel func()
 	// OnAbort is called once with the [*Error] when a guard aborts the
-	// attempt, before Cancel.
+	// attempt, before Finalize and Cancel.
 	OnAbort func(err error)
 	// Finalize is called exactly once when the attempt ends, on whichever
 	// path comes first: Read returning io.EOF or an error, an abort, or
@@ -73,7 +73,7 @@ type Body struct {
 	timer     *time.Timer
 	closed    bool // Close was called
 	done      bool // Finalize ran
-	aborted   bool // a guard aborted the attempt
+	abortDone chan struct{} // closed when an abort has been handled
 	upClosed  bool // the upstream body was closed
 	delivered atomic.Int64
 
@@ -133,25 +133,34 @@ func (b *Body) fire() {
 	b.abort(err)
 }
 
-// abort stops the attempt once, calls the hooks and finalises.
+// abort stops the attempt once: it calls OnAbort, finalises, then cancels
+// the upstream. A second caller waits until the first is done, so Read
+// never returns the abort before Finalize has run.
 func (b *Body) abort(err error) {
 	b.mu.Lock()
-	if b.aborted || b.done {
+	if b.abortDone != nil {
+		ch := b.abortDone
+		b.mu.Unlock()
+		<-ch
+		return
+	}
+	if b.done {
 		b.mu.Unlock()
 		return
 	}
-	b.aborted = true
+	b.abortDone = make(chan struct{})
 	b.stopTimerLocked()
 	b.mu.Unlock()
+	defer close(b.abortDone)
 	if b.opts.OnAbort != nil {
 		b.opts.OnAbort(err)
 	}
+	b.finish(Outcome{Err: err})
 	if b.opts.Cancel != nil {
 		b.opts.Cancel()
 	} else {
 		_ = b.closeUpstream()
 	}
-	b.finish(Outcome{Err: err})
 }
 
 func (b *Body) stopTimerLocked() {
