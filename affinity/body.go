@@ -40,7 +40,8 @@ type object = map[string]json.RawMessage
 // is not white space. Other values are never serialised to make text, so a
 // message made only of images yields no key.
 //
-// A body that is not a JSON object yields false.
+// A body that is not a JSON object yields false. The whole body is decoded;
+// callers bound its size as they do for any request body.
 func (e *Extractor) KeyFromBody(body []byte) (Key, bool) {
 	body = bytes.TrimLeft(body, " \t\r\n")
 	if len(body) == 0 || body[0] != '{' {

@@ -178,6 +178,11 @@ func (p *Pins) SelectAt(provider string, key Key, candidates []Candidate, now ti
 	return c.Connection, ok
 }
 
+// Choose is shorthand for ChooseAt(r, candidates, time.Now()).
+func (p *Pins) Choose(r Request, candidates []Candidate) (Choice, bool) {
+	return p.ChooseAt(r, candidates, time.Now())
+}
+
 // ChooseAt is SelectAt for a [Request], which may carry a per-request TTL,
 // returning the whole [Choice].
 func (p *Pins) ChooseAt(r Request, candidates []Candidate, now time.Time) (Choice, bool) {
@@ -193,6 +198,11 @@ func (p *Pins) Plan(r Request, candidates []Candidate) (Choice, bool) {
 // pin is created, slid or removed, and no use is recorded (a store may still
 // delete a dead pin it reads). Commit with [Pins.PinAt] once the chosen
 // connection has served the request.
+//
+// PlanAt also serves a caller that has a connection forced on it by its
+// routing strategy: a Choice with Pinned set names a live pin among the
+// eligible candidates, which should be preferred over the forced one so
+// that re-scoring does not silently move the session.
 func (p *Pins) PlanAt(r Request, candidates []Candidate, now time.Time) (Choice, bool) {
 	return p.choose(r, candidates, now, false)
 }

@@ -96,6 +96,7 @@ type SettingError struct {
 	Err   error  // what is wrong with it
 }
 
+// Error returns "affinity: NAME="value": cause".
 func (e *SettingError) Error() string {
 	return fmt.Sprintf("affinity: %s=%q: %v", e.Name, e.Value, e.Err)
 }
