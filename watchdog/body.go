@@ -71,10 +71,10 @@ type Body struct {
 
 	mu        sync.Mutex // protects the fields below
 	timer     *time.Timer
-	closed    bool // Close was called
-	done      bool // Finalize ran
+	closed    bool          // Close was called
+	done      bool          // Finalize ran
 	abortDone chan struct{} // closed when an abort has been handled
-	upClosed  bool // the upstream body was closed
+	upClosed  bool          // the upstream body was closed
 	delivered atomic.Int64
 
 	// Read's own state.
