@@ -1,6 +1,9 @@
 package cooldown
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // State is what a connection may be used for at one instant.
 type State uint8
@@ -53,6 +56,18 @@ func (s Status) Available() bool { return s.State == Available }
 
 // Terminal reports whether the connection is in a terminal state.
 func (s Status) Terminal() bool { return s.State.Terminal() }
+
+// String renders the status for logs, for example "available (level 1)"
+// or "cooling until 2026-03-01T12:00:03Z (rate_limit_exceeded, level 1)".
+func (s Status) String() string {
+	switch {
+	case s.State == Available:
+		return fmt.Sprintf("available (level %d)", s.Level)
+	case s.Until.IsZero():
+		return fmt.Sprintf("%s (%s, level %d)", s.State, s.Reason, s.Level)
+	}
+	return fmt.Sprintf("%s until %s (%s, level %d)", s.State, s.Until.Format(time.RFC3339), s.Reason, s.Level)
+}
 
 // Wait returns how long after now the connection becomes available: 0 when
 // it is available, the remaining cooldown when cooling or credits exhausted

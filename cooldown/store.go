@@ -1,9 +1,9 @@
 package cooldown
 
 import (
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Store holds the [Entry] of every tracked connection. Implementations must
@@ -40,15 +40,14 @@ const numShards = 64
 // MemoryStore is the in-memory [Store]: a sharded map with one read-write
 // mutex per shard. The zero value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
-	seed   maphash.Seed
 	count  atomic.Int64
 	shards [numShards]memShard
 }
 
 type memShard struct {
 	mu sync.RWMutex
-	m  map[string]Entry // protected by mu
-	_  [40]byte         // keeps shards on separate cache lines
+	m  map[string]*Entry // protected by mu; entries are mutated only under mu
+	_  [40]byte          // keeps shards on separate cache lines
 }
 
 var (
@@ -58,24 +57,45 @@ var (
 
 // NewMemoryStore returns an empty in-memory store.
 func NewMemoryStore() *MemoryStore {
-	s := &MemoryStore{seed: maphash.MakeSeed()}
+	s := &MemoryStore{}
 	for i := range s.shards {
-		s.shards[i].m = make(map[string]Entry)
+		s.shards[i].m = make(map[string]*Entry)
 	}
 	return s
 }
 
+// shard picks conn's shard by an FNV-1a hash of its length and its last 16
+// bytes, where connection ids usually differ.
 func (s *MemoryStore) shard(conn string) *memShard {
-	return &s.shards[maphash.String(s.seed, conn)%numShards]
+	h := uint32(2166136261) ^ uint32(len(conn))
+	for i := max(0, len(conn)-16); i < len(conn); i++ {
+		h = (h ^ uint32(conn[i])) * 16777619
+	}
+	return &s.shards[h%numShards]
 }
 
 // Load returns a copy of conn's entry. It does not allocate.
 func (s *MemoryStore) Load(conn string) (Entry, bool) {
 	sh := s.shard(conn)
 	sh.mu.RLock()
-	e, ok := sh.m[conn]
+	defer sh.mu.RUnlock()
+	if p := sh.m[conn]; p != nil {
+		return *p, true
+	}
+	return Entry{}, false
+}
+
+// statusAt is the hot path of [Tracker.StatusAt]: it derives the status
+// without copying the entry.
+func (s *MemoryStore) statusAt(conn string, now time.Time) Status {
+	sh := s.shard(conn)
+	sh.mu.RLock()
+	var st Status
+	if p := sh.m[conn]; p != nil {
+		st = p.StatusAt(now)
+	}
 	sh.mu.RUnlock()
-	return e, ok
+	return st
 }
 
 // Update runs fn on conn's entry under the entry's shard lock.
@@ -83,14 +103,15 @@ func (s *MemoryStore) Update(conn string, fn func(e *Entry, found bool) bool) {
 	sh := s.shard(conn)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, found := sh.m[conn]
-	switch keep := fn(&e, found); {
-	case keep:
-		sh.m[conn] = e
-		if !found {
-			s.count.Add(1)
-		}
-	case found:
+	p, found := sh.m[conn]
+	if !found {
+		p = new(Entry)
+	}
+	switch keep := fn(p, found); {
+	case keep && !found:
+		sh.m[conn] = p
+		s.count.Add(1)
+	case !keep && found:
 		delete(sh.m, conn)
 		s.count.Add(-1)
 	}
@@ -108,8 +129,8 @@ func (s *MemoryStore) Range(fn func(conn string, e Entry) bool) {
 		sh := &s.shards[i]
 		buf = buf[:0]
 		sh.mu.RLock()
-		for k, e := range sh.m {
-			buf = append(buf, kv{k, e})
+		for k, p := range sh.m {
+			buf = append(buf, kv{k, *p})
 		}
 		sh.mu.RUnlock()
 		for _, x := range buf {
@@ -129,8 +150,8 @@ func (s *MemoryStore) Sweep(drop func(conn string, e *Entry) bool) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if drop(k, &e) {
+		for k, p := range sh.m {
+			if drop(k, p) {
 				delete(sh.m, k)
 				n++
 			}

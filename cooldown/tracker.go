@@ -21,7 +21,8 @@ import (
 type Tracker struct {
 	cfg     Config
 	store   Store
-	sweeper Sweeper // nil when the store cannot sweep
+	sweeper Sweeper      // nil when the store cannot sweep
+	mem     *MemoryStore // the store when it is a MemoryStore, for the hot path
 
 	sinceSweep atomic.Int64
 	sweeping   atomic.Bool
@@ -35,6 +36,7 @@ func New(cfg Config) *Tracker {
 		t.store = NewMemoryStore()
 	}
 	t.sweeper, _ = t.store.(Sweeper)
+	t.mem, _ = t.store.(*MemoryStore)
 	return t
 }
 
@@ -66,6 +68,9 @@ func (t *Tracker) Status(conn string) Status { return t.StatusAt(conn, time.Now(
 // StatusAt returns conn's status at now. It does not allocate (with the
 // in-memory store).
 func (t *Tracker) StatusAt(conn string, now time.Time) Status {
+	if t.mem != nil {
+		return t.mem.statusAt(conn, now)
+	}
 	e, ok := t.store.Load(conn)
 	if !ok {
 		return Status{}

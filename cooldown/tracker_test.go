@@ -527,6 +527,12 @@ func TestCheckErrors(t *testing.T) {
 	assert.Equal(t, "cooldown: connection k2 expired (auth_error)", err.Error())
 }
 
+func TestStatusString(t *testing.T) {
+	assert.Equal(t, "available (level 2)", Status{Level: 2}.String())
+	assert.Equal(t, "banned (auth_error, level 0)", Status{State: Banned, Reason: "auth_error"}.String())
+	assert.Equal(t, "cooling until 2026-03-01T12:00:00Z (x, level 1)", Status{State: Cooling, Until: t0, Reason: "x", Level: 1}.String())
+}
+
 func TestNames(t *testing.T) {
 	assert.Equal(t, []string{"available", "cooling", "banned", "expired", "credits_exhausted", "unknown"},
 		[]string{Available.String(), Cooling.String(), Banned.String(), Expired.String(), CreditsExhausted.String(), State(9).String()})

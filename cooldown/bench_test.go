@@ -1,0 +1,90 @@
+package cooldown
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func BenchmarkStatusAt(b *testing.B) {
+	for _, n := range []int{1, 1000, 100_000} {
+		b.Run(fmt.Sprint("tracked=", n), func(b *testing.B) {
+			tr := New(Config{})
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = fmt.Sprint("conn-", i)
+				tr.FailAt(ids[i], rateLimit, t0)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				_ = tr.StatusAt(ids[i], t0)
+				i++
+				if i == n {
+					i = 0
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkStatusAtParallel(b *testing.B) {
+	tr := New(Config{})
+	for i := range 1000 {
+		tr.FailAt(fmt.Sprint("conn-", i), rateLimit, t0)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = tr.StatusAt("conn-7", t0)
+		}
+	})
+}
+
+func BenchmarkSelectAt8(b *testing.B) {
+	tr := New(Config{})
+	cands := make([]string, 8)
+	for i := range cands {
+		cands[i] = fmt.Sprint("openai:key-", i)
+		if i%2 == 0 {
+			tr.FailAt(cands[i], rateLimit, t0)
+		}
+	}
+	dst := make([]string, 0, len(cands))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = tr.SelectAt(dst, cands, t0)
+	}
+}
+
+func BenchmarkFailAtAbsorbed(b *testing.B) {
+	tr := New(Config{})
+	tr.FailAt("k1", rateLimit, t0)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = tr.FailAt("k1", rateLimit, t0)
+	}
+}
+
+func BenchmarkSucceedAtClean(b *testing.B) {
+	tr := New(Config{})
+	tr.Register("k1", Options{Provider: "openai"})
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.SucceedAt("k1", t0)
+	}
+}
+
+// BenchmarkBaselineMap is a naive reference: one read-locked lookup in a
+// plain map of statuses, the least any status check can cost.
+func BenchmarkBaselineMap(b *testing.B) {
+	var mu sync.RWMutex
+	m := map[string]Status{"conn-7": {State: Cooling, Until: t0}}
+	b.ReportAllocs()
+	for b.Loop() {
+		mu.RLock()
+		s := m["conn-7"]
+		mu.RUnlock()
+		_ = s
+	}
+}

@@ -1,0 +1,100 @@
+package cooldown
+
+import (
+	"testing"
+	"time"
+)
+
+// fuzzFailures are the failures the operation fuzzer draws from.
+var fuzzFailures = []Failure{
+	rateLimit,
+	{Status: 503, Reason: "server_error", Backoff: true},
+	{Status: 429, Reason: "rate_limit_exceeded", RetryAfter: 17 * time.Second, Backoff: true},
+	{Status: 429, Reason: "quota_exhausted", Cooldown: time.Hour},
+	{Status: 429, Reason: "quota_exhausted"},
+	{Status: 400, Reason: "model_capacity"},
+	{Status: 401, Reason: "auth_error"},
+	{Status: 402, Reason: "quota_exhausted"},
+	{Status: 400, Reason: "quota_exhausted", CreditsExhausted: true, RecoverAt: t0.Add(10 * time.Minute)},
+	{Status: 403, Reason: "auth_error", Permanent: true},
+	{Status: 403, Reason: "request_rejected", RequestRejected: true},
+	{Status: 429, Reason: "rate_limit_exceeded", RetryAfter: 1 << 62},
+}
+
+// FuzzOperations runs random operation sequences and checks the invariants:
+// a terminal connection never becomes cooling (only a reset lifts it); a
+// cooling connection's end is after its last failure; the level stays within
+// [0, steps].
+func FuzzOperations(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 5, 0, 10, 0, 0, 0})
+	f.Add([]byte{0, 1, 10, 5, 1, 3, 0, 1, 10, 5, 1, 200, 0, 1, 10, 5, 1, 250, 0, 1, 10})
+	f.Add([]byte{6, 0, 0, 7, 0, 1, 6, 1, 0, 0, 0, 0, 0, 1, 1, 0, 2, 3, 4, 3, 0})
+	f.Add([]byte{0, 2, 6, 8, 2, 0, 5, 2, 100, 8, 2, 0, 9, 2, 0, 0, 2, 9})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		conns := []string{"a", "b", "c", "d"}
+		tr := New(Config{MaxEntries: 16})
+		tr.Register("c", Options{Provider: "opencode-go", Class: OAuth})
+		tr.Register("d", Options{Provider: "opencode-go", DisableCooling: true})
+		now := t0
+		for i := 0; i+2 < len(ops); i += 3 {
+			op, conn, arg := ops[i]%10, conns[int(ops[i+1])%len(conns)], ops[i+2]
+			before := make(map[string]Status, len(conns))
+			for _, c := range conns {
+				before[c] = tr.StatusAt(c, now)
+			}
+			reset := false
+			switch op {
+			case 0, 1, 2:
+				f := fuzzFailures[int(arg)%len(fuzzFailures)]
+				r := tr.FailAt(conn, f, now)
+				if before[conn].Terminal() && r.Action != Absorbed {
+					t.Fatalf("step %d: terminal %s not absorbed: %+v", i, conn, r)
+				}
+				if r.Action == Episode && r.Cooldown <= 0 {
+					t.Fatalf("step %d: empty episode %+v", i, r)
+				}
+			case 3:
+				tr.SucceedAt(conn, now)
+			case 4:
+				tr.ClearAt(Selector{All: arg%2 == 0, IDs: conns[:int(arg)%3]}, now)
+			case 5:
+				// Advance, or occasionally go back.
+				d := time.Duration(arg) * 7 * time.Second
+				if arg%17 == 0 {
+					d = -d
+				}
+				now = now.Add(d)
+				for _, c := range conns {
+					before[c] = tr.StatusAt(c, now)
+				}
+			case 6:
+				tr.SeenEgressAt(conn, []string{"1.1.1.1", "2.2.2.2"}[arg%2], now)
+			case 7:
+				tr.RecheckedAt(conn, now)
+				tr.RecheckDueAt(conn, now)
+			case 8:
+				reset = true
+				tr.ResetAt(Selector{IDs: []string{conn}}, now)
+			case 9:
+				tr.SelectAt(nil, conns, now)
+			}
+			for _, c := range conns {
+				s := tr.StatusAt(c, now)
+				if before[c].Terminal() && !(reset && c == conn) && s != before[c] {
+					t.Fatalf("step %d: terminal %s changed from %+v to %+v", i, c, before[c], s)
+				}
+				e, _ := tr.store.Load(c)
+				steps := tr.profile(e.Options.Class).Steps
+				if s.Level < 0 || s.Level > steps {
+					t.Fatalf("step %d: %s level %d outside [0, %d]", i, c, s.Level, steps)
+				}
+				if s.State == Cooling && !e.Until.After(e.LastErrorAt) {
+					t.Fatalf("step %d: %s cools until %v, not after its failure at %v", i, c, e.Until, e.LastErrorAt)
+				}
+				if s.State == Cooling && e.Options.DisableCooling {
+					t.Fatalf("step %d: %s cools with cooling disabled", i, c)
+				}
+			}
+		}
+	})
+}
