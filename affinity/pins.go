@@ -124,7 +124,8 @@ type Config struct {
 // other means with [Pins.RecordUseAt].
 //
 // Connection use (for the least-recently-used choice) is tracked in memory,
-// per Pins value. Pins is safe for concurrent use; two concurrent first
+// per Pins value. Create Pins with [New]; the zero Pins is not usable.
+// Pins is safe for concurrent use; two concurrent first
 // requests of one session may choose different connections, and the later
 // pin wins.
 type Pins struct {
