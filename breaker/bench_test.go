@@ -1,0 +1,125 @@
+package breaker
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+func BenchmarkAllowReport(b *testing.B) {
+	br := New("p", DefaultProfile(APIKey), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		done, err := br.Allow()
+		if err != nil {
+			b.Fatal(err)
+		}
+		done(Success)
+	}
+}
+
+func BenchmarkAllowReportParallel(b *testing.B) {
+	br := New("p", DefaultProfile(APIKey), nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			done, err := br.Allow()
+			if err != nil {
+				b.Fatal(err)
+			}
+			done(Success)
+		}
+	})
+}
+
+// BenchmarkNaiveMutex is the baseline: a mutex-guarded counter, which is the
+// least a thread-safe ask+report can cost.
+func BenchmarkNaiveMutex(b *testing.B) {
+	var mu sync.Mutex
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		mu.Lock()
+		n--
+		mu.Unlock()
+	}
+}
+
+func BenchmarkState(b *testing.B) {
+	br := New("p", DefaultProfile(APIKey), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		br.State()
+	}
+}
+
+func newBenchSet() (*Set, []string) {
+	s := NewSet(Config{Settings: Settings{MaxBreakers: 2000}})
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = "provider-" + strconv.Itoa(i)
+		s.Get(names[i])
+	}
+	return s, names
+}
+
+func BenchmarkSetState1000(b *testing.B) {
+	s, names := newBenchSet()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.State(names[i%len(names)])
+		i++
+	}
+}
+
+func BenchmarkSetState1000Parallel(b *testing.B) {
+	s, names := newBenchSet()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			s.State(names[i%len(names)])
+			i++
+		}
+	})
+}
+
+func BenchmarkSetAllowReport1000(b *testing.B) {
+	s, names := newBenchSet()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		done, _ := s.Allow(names[i%len(names)])
+		done(Success)
+		i++
+	}
+}
+
+func BenchmarkSetAllowReport1000Parallel(b *testing.B) {
+	s, names := newBenchSet()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			done, _ := s.Allow(names[i%len(names)])
+			done(Success)
+			i++
+		}
+	})
+}
+
+func BenchmarkGateBlockedUntil(b *testing.B) {
+	g := NewGate(GateConfig{Settings: GateSettings{Enabled: true}})
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	g.RecordFailureAt("openai", "c1", now)
+	b.ReportAllocs()
+	for b.Loop() {
+		g.BlockedUntilAt("openai", now)
+		g.ConnBlockedUntilAt("openai", "c1", now)
+	}
+}
