@@ -19,7 +19,9 @@ import (
 // attempt and [Queue.Check] to skip targets that would be refused. A Queue is
 // safe for concurrent use; the zero Queue is usable with default settings.
 type Queue struct {
-	cfg Config
+	cfg      Config
+	defaults Settings // cfg.Defaults normalized, when built by New
+	built    bool     // built by New
 
 	mu        sync.RWMutex
 	gates     map[string]*gate // lazily initialized; guarded by mu
@@ -28,7 +30,7 @@ type Queue struct {
 
 // New returns a Queue configured by cfg.
 func New(cfg Config) *Queue {
-	return &Queue{cfg: cfg}
+	return &Queue{cfg: cfg, defaults: cfg.Defaults.Normalize(), built: true}
 }
 
 // gate is the state of one key. All fields are guarded by Queue.mu.
@@ -38,6 +40,7 @@ type gate struct {
 	waiters list.List // of *waiter, FIFO
 	cap     int       // last concurrency cap seen, for reporting
 	lastUse time.Time
+	touched bool // released since lastUse was set; the sweep counts it as used
 
 	blockedUntil time.Time
 
@@ -103,16 +106,15 @@ func (t *ticket) release(gen uint64) {
 		return
 	}
 	q := t.q
-	now := time.Now()
 	q.mu.Lock()
 	waiting := false
 	for _, g := range t.gates {
 		g.running--
-		g.lastUse = now
+		g.touched = true
 		waiting = waiting || g.waiters.Len() > 0
 	}
 	if waiting {
-		q.dispatchLocked(t.gates, now)
+		q.dispatchLocked(t.gates, time.Now())
 	}
 	q.mu.Unlock()
 	clear(t.gates)
@@ -122,11 +124,13 @@ func (t *ticket) release(gen uint64) {
 }
 
 func (q *Queue) settingsFor(key string) Settings {
-	s := q.cfg.Defaults
-	if q.cfg.Overrides != nil {
-		s = s.merge(q.cfg.Overrides(key))
+	if !q.built {
+		return q.cfg.Defaults.Normalize()
 	}
-	return s.Normalize()
+	if q.cfg.Overrides == nil {
+		return q.defaults
+	}
+	return q.defaults.merge(q.cfg.Overrides(key)).Normalize()
 }
 
 func (q *Queue) idleTTL() time.Duration {
@@ -159,6 +163,9 @@ func (q *Queue) gateLocked(key string, now time.Time) *gate {
 	if len(q.gates) >= q.maxKeys() || now.Sub(q.lastSweep) >= ttl/2 {
 		q.lastSweep = now
 		for k, g := range q.gates {
+			if g.touched {
+				g.touched, g.lastUse = false, now
+			}
 			if g.idle(now) && now.Sub(g.lastUse) >= ttl {
 				delete(q.gates, k)
 			}

@@ -118,7 +118,8 @@ type KeyState struct {
 	ReservoirRefill         time.Time
 	// NextStart is the earliest time a rate-limited start may happen.
 	NextStart time.Time
-	// LastUse is when a slot was last taken or freed.
+	// LastUse is when a slot was last taken, or when the key was last
+	// found released by the idle sweep.
 	LastUse time.Time
 }
 
