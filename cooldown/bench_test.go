@@ -6,21 +6,41 @@ import (
 	"testing"
 )
 
+func tracked(n int) (*Tracker, []string) {
+	tr := New(Config{})
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint("openai:conn-", i)
+		tr.FailAt(ids[i], rateLimit, t0)
+	}
+	return tr, ids
+}
+
+// BenchmarkStatusAt checks one connection while n are tracked.
 func BenchmarkStatusAt(b *testing.B) {
 	for _, n := range []int{1, 1000, 100_000} {
 		b.Run(fmt.Sprint("tracked=", n), func(b *testing.B) {
-			tr := New(Config{})
-			ids := make([]string, n)
-			for i := range ids {
-				ids[i] = fmt.Sprint("conn-", i)
-				tr.FailAt(ids[i], rateLimit, t0)
+			tr, ids := tracked(n)
+			id := ids[n/2]
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = tr.StatusAt(id, t0)
 			}
+		})
+	}
+}
+
+// BenchmarkStatusAtSpread checks every tracked connection in turn, so that
+// with many connections most checks miss the CPU caches.
+func BenchmarkStatusAtSpread(b *testing.B) {
+	for _, n := range []int{1000, 100_000} {
+		b.Run(fmt.Sprint("tracked=", n), func(b *testing.B) {
+			tr, ids := tracked(n)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				_ = tr.StatusAt(ids[i], t0)
-				i++
-				if i == n {
+				if i++; i == n {
 					i = 0
 				}
 			}

@@ -102,6 +102,16 @@ func (t *Tracker) Fail(conn string, f Failure) Result { return t.FailAt(conn, f,
 // failure yields a cooldown and cooling is not disabled for the connection,
 // a new episode begins. See [Failure] for how the length is chosen.
 func (t *Tracker) FailAt(conn string, f Failure, now time.Time) Result {
+	// Fast path: a failure that will be absorbed needs no write.
+	if e, ok := t.store.Load(conn); ok {
+		if from := e.StatusAt(now); from.Terminal() || (from.State == Cooling && terminalOf(&e, f) == Available) {
+			r := Result{Action: Absorbed, Status: from}
+			if from.State == Cooling {
+				r.Cooldown, r.Streak = from.Until.Sub(now), e.Streak
+			}
+			return r
+		}
+	}
 	var (
 		res      Result
 		from     Status
