@@ -321,8 +321,19 @@ func (b *Breaker) noteLocked(now time.Time) (Change, bool) {
 // the time until the probe slot is re-issued). It changes nothing but the
 // lazy refreshes every call makes, and it does not allocate.
 func (b *Breaker) State() (State, time.Duration) {
-	now := time.Now()
 	b.mu.Lock()
+	if b.gs == gobreaker.StateClosed && b.p.Window == 0 && b.reported < Open {
+		// Nothing in a closed breaker without a window depends on time.
+		st := Closed
+		if b.failures >= b.p.DegradedAt {
+			st = Degraded
+		}
+		if st == b.reported {
+			b.mu.Unlock()
+			return st, 0
+		}
+	}
+	now := time.Now()
 	b.refreshLocked(now)
 	st, retry := b.stateLocked(now)
 	ch, fire := b.noteLocked(now)

@@ -1,0 +1,91 @@
+// Command breaker drives a provider circuit breaker against a flaky
+// in-process upstream and prints what happens to each call.
+//
+// The upstream answers 503 to its first five requests and 200 afterwards.
+// The breaker opens after four counted failures, so the run shows
+// closed → degraded → open → half-open (a failed probe) → open →
+// half-open (a good probe) → closed. It needs no network beyond loopback
+// and finishes in about two seconds.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/routeguard/routeguard/breaker"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "breaker demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var hits atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if hits.Add(1) <= 5 {
+			http.Error(w, "upstream is down", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	}))
+	defer upstream.Close()
+
+	var changes []breaker.Change // the loop below is the only caller
+	set := breaker.NewSet(breaker.Config{
+		Profiles: map[string]breaker.Profile{
+			// Degraded at 2, open at 4, one second open (the shortest allowed).
+			"flaky": {DegradedAt: 2, OpenAt: 4, Reset: time.Second},
+		},
+		// The hook runs outside the breaker's locks; keep the changes and
+		// print them after the line of the call that caused them.
+		OnStateChange: func(c breaker.Change) { changes = append(changes, c) },
+	})
+
+	client := upstream.Client()
+	for call := 1; call <= 12; call++ {
+		before, _ := set.State("flaky")
+		done, err := set.Allow("flaky")
+		var oe *breaker.OpenError
+		if errors.As(err, &oe) {
+			wait := oe.RetryAfter.Round(100 * time.Millisecond)
+			fmt.Printf("call %2d  %-9v refused, retry after %v\n", call, before, wait)
+			time.Sleep(oe.RetryAfter)
+			printChanges(&changes)
+			continue
+		}
+		status, err := get(client, upstream.URL)
+		outcome := breaker.Classify(status, err)
+		done(outcome)
+		fmt.Printf("call %2d  %-9v admitted, upstream %d (%v)\n", call, before, status, outcome)
+		printChanges(&changes)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st, _ := set.State("flaky"); st != breaker.Closed {
+		return fmt.Errorf("ended %v, want closed", st)
+	}
+	return nil
+}
+
+func get(client *http.Client, url string) (int, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func printChanges(changes *[]breaker.Change) {
+	for _, c := range *changes {
+		fmt.Printf("         %v → %v\n", c.From, c.To)
+	}
+	*changes = (*changes)[:0]
+}
