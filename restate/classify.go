@@ -70,6 +70,27 @@ func (c *Classifier) Classify(r Response) Verdict { return c.ClassifyAt(r, time.
 // (now's location is the local time of daily quotas). A status below 400
 // (other than 0) is not a failure and gives a Verdict with Kind none and
 // ShouldFallback false; status 0 means no answer arrived (a network error).
+//
+// The first match wins, in this order:
+//
+//  1. the gateway's own refusals (no fallback, skip the provider breaker);
+//  2. text signals: ban, retired model (404/410), moved endpoint, billing
+//     suspension, per-metric quota (429 with a model), credits, daily,
+//     weekly, session, subscription, a quota text with a hint, a 403 route
+//     refusal, a 403 provider rule of a scope-honouring provider, a 403 on
+//     an API key. Credits, daily and subscription need quota signals to be
+//     kept: always unless the status is 429 on an API key whose text has
+//     no long-period quota wording (Signals.LongPeriod);
+//  3. global text rules (skipped on such a 429), then status rules, each
+//     refined by a matching provider rule; then a provider rule alone, for
+//     any status including 400;
+//  4. 432 (subscription) and other 5xx except 501 (server error, backoff);
+//  5. 400: request problems (model capacity, no cooldown), high-frequency
+//     refusals (rate limit, backoff), else no fallback;
+//  6. anything else: fall back with the base cooldown.
+//
+// Weekly and session limits are tried before the subscription limit, so
+// "weekly usage limit reached" is a weekly quota.
 func (c *Classifier) ClassifyAt(r Response, now time.Time) Verdict {
 	st := c.load()
 	p := lower(strings.TrimSpace(r.Provider))
@@ -347,6 +368,9 @@ func Classify(r Response) Verdict { return Default.Classify(r) }
 // ClassifyAt classifies r with [Default] at time now.
 func ClassifyAt(r Response, now time.Time) Verdict { return Default.ClassifyAt(r, now) }
 
+// ClassifyEvent classifies an SSE error event with [Default] at time.Now().
+func ClassifyEvent(r Response, event []byte) (Verdict, bool) { return Default.ClassifyEvent(r, event) }
+
 // ClassifyEventAt classifies an SSE error event with [Default].
 func ClassifyEventAt(r Response, event []byte, now time.Time) (Verdict, bool) {
 	return Default.ClassifyEventAt(r, event, now)
@@ -357,7 +381,8 @@ func Restate(provider string, status int, message string, body []byte, upstream 
 	return Default.Restate(provider, status, message, body, upstream)
 }
 
-// HintAt parses a retry hint with [Default].
+// HintAt parses a retry hint with [Default]. (Use Default.Hint for the
+// time.Now() shorthand.)
 func HintAt(h http.Header, body []byte, now time.Time) Hint { return Default.HintAt(h, body, now) }
 
 // EmergencyFallback asks [Default] whether to use the emergency target.

@@ -173,6 +173,10 @@ func TestClassifyCooldownScenarios(t *testing.T) {
 	runClassify(t, c, []classifyCase{
 		{"M3-1 apikey 429 rate limit", Response{Provider: "openai", Auth: AuthAPIKey, Status: 429, Body: []byte("Rate limit reached")},
 			time.Time{}, rateLimit},
+		// The backoff level is the consumer's: the verdict is the same at
+		// level 2, 5 or 9 (the cooldown package scales it).
+		{"M3-2 apikey 429 at any level", Response{Provider: "openai", Auth: AuthAPIKey, Status: 429, Body: []byte("Rate limit reached")},
+			time.Time{}, rateLimit},
 		{"M3-3 oauth 503", Response{Provider: "claude", Auth: AuthOAuth, Status: 503},
 			time.Time{}, vd(503, true, KindStatusRule, ReasonServerError, CooldownBackoff, 0)},
 		{"M3-4 apikey retry-after", Response{Provider: "openai", Auth: AuthAPIKey, Status: 429, Header: http.Header{"Retry-After": {"17"}}},

@@ -23,6 +23,9 @@ func (c *Classifier) HintAt(h http.Header, body []byte, now time.Time) Hint {
 	return st.hint(h, raw, lower(raw), now)
 }
 
+// Hint is HintAt at time.Now().
+func (c *Classifier) Hint(h http.Header, body []byte) Hint { return c.HintAt(h, body, time.Now()) }
+
 func (st *state) hint(h http.Header, raw, text string, now time.Time) Hint {
 	if d, ok := headerHint(h, now); ok {
 		return st.capped(Hint{After: d, Source: HintHeader, Cap: CapRateLimit})

@@ -57,3 +57,21 @@ func TestClassifyEventRestates(t *testing.T) {
 		t.Errorf("overloaded event = %+v, %v", v, ok)
 	}
 }
+
+func TestShorthandsUseWallClock(t *testing.T) {
+	if h := Default.Hint(nil, []byte("retry in 5s")); h.After != 5*time.Second {
+		t.Errorf("Hint = %+v", h)
+	}
+	if v := Classify(Response{Status: 503}); v.Reason != ReasonServerError {
+		t.Errorf("Classify = %+v", v)
+	}
+	if v, ok := ClassifyEvent(Response{}, []byte(`{"error":{"type":"rate_limit_error"}}`)); !ok || v.Status != 429 {
+		t.Errorf("ClassifyEvent = %+v, %v", v, ok)
+	}
+	if _, ok := EmergencyFallback(402, nil, false); !ok {
+		t.Error("EmergencyFallback(402) = false")
+	}
+	if m, ok := Default.MatchRule("openrouter", 402, nil, nil); !ok || m.Cooldown != 2*time.Minute {
+		t.Errorf("MatchRule = %+v, %v", m, ok)
+	}
+}
