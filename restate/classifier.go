@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,9 +167,9 @@ func build(set Settings, t Tables, ops map[string][]OperatorRule) (*state, error
 	for _, v := range st.subBy {
 		lowerAll(v)
 	}
-	st.fullText = set2(lt.FullTextProviders)
-	st.scoped = set2(lt.ScopeProviders)
-	st.metric = set2(lt.MetricQuotaProviders)
+	st.fullText = nameSet(lt.FullTextProviders)
+	st.scoped = nameSet(lt.ScopeProviders)
+	st.metric = nameSet(lt.MetricQuotaProviders)
 	st.status = make(map[int]StatusRule, len(lt.StatusRules))
 	for _, r := range lt.StatusRules {
 		if _, dup := st.status[r.Status]; !dup {
@@ -178,7 +179,7 @@ func build(set Settings, t Tables, ops map[string][]OperatorRule) (*state, error
 	return st, nil
 }
 
-func set2(names []string) map[string]bool {
+func nameSet(names []string) map[string]bool {
 	m := make(map[string]bool, len(names))
 	for _, n := range names {
 		m[lower(strings.TrimSpace(n))] = true
@@ -322,21 +323,7 @@ func compileOperator(ops map[string][]OperatorRule) (map[string][]OperatorRule, 
 }
 
 func operatorID(p string, i int) string {
-	return "operator:" + p + ":" + itoa(i)
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b [20]byte
-	n := len(b)
-	for i > 0 {
-		n--
-		b[n] = byte('0' + i%10)
-		i /= 10
-	}
-	return string(b[n:])
+	return "operator:" + p + ":" + strconv.Itoa(i)
 }
 
 // lower lower-cases s, allocating only when s has upper-case letters.

@@ -138,6 +138,17 @@ func (cl *classification) rule(status int) (RuleMatch, bool) {
 	return cl.st.matchRule(cl.p, status, cl.r.Header, cl.ruleBody(), cl.now)
 }
 
+// creditsExempt reports whether the provider's credit phrases are not
+// trusted on their own.
+func (cl *classification) creditsExempt() bool {
+	for _, sub := range cl.st.t.CreditsExempt {
+		if sub != "" && strings.Contains(cl.p, lower(sub)) {
+			return true
+		}
+	}
+	return false
+}
+
 func (cl *classification) scoped() bool {
 	return cl.st.scoped[cl.p] || len(cl.st.op[cl.p]) > 0
 }
@@ -201,7 +212,7 @@ func (cl *classification) classify(v *Verdict) {
 			}
 			set(v, true, KindMetricQuota, reason, CooldownBackoff, 0)
 			return
-		case useQuota && hasAny(text, sig.Credits):
+		case useQuota && hasAny(text, sig.Credits) && (!cl.creditsExempt() || hasAny(text, sig.EmptyWallet)):
 			set(v, true, KindCredits, ReasonQuotaExhausted, CooldownFixed, CreditsCooldown)
 			v.CreditsExhausted = true
 			return

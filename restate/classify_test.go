@@ -264,6 +264,11 @@ func TestClassifyBranches(t *testing.T) {
 			vd(429, true, KindStatusRule, ReasonRateLimit, CooldownBackoff, 0)},
 		{"apikey 429 insufficient_quota preserved", Response{Provider: "openai", Auth: AuthAPIKey, Status: 429, Body: []byte(`{"error":{"code":"insufficient_quota"}}`)}, time.Time{},
 			with(vd(429, true, KindCredits, ReasonQuotaExhausted, CooldownFixed, 2*time.Minute), func(v *Verdict) { v.CreditsExhausted = true })},
+		{"compatible provider credit phrase not trusted", Response{Provider: "openai-compatible-abc", Auth: AuthAPIKey, Status: 400, Body: []byte("Insufficient balance")}, time.Time{},
+			vd(400, false, KindBadRequest, ReasonUnknown, CooldownNone, 0)},
+		{"compatible provider empty wallet", Response{Provider: "openai-compatible-moonshot", Auth: AuthAPIKey, Status: 429,
+			Body: []byte(`{"error":{"type":"exceeded_current_quota_error","message":"insufficient balance"}}`)}, time.Time{},
+			with(vd(429, true, KindCredits, ReasonQuotaExhausted, CooldownFixed, 2*time.Minute), func(v *Verdict) { v.CreditsExhausted = true })},
 		{"tpd with header hint", Response{Provider: "groq", Auth: AuthOAuth, Status: 429, Body: []byte("TPD rate limit reached"),
 			Header: http.Header{"Retry-After": {"600"}}}, time.Time{},
 			with(vd(429, true, KindDaily, ReasonQuotaExhausted, CooldownFixed, 10*time.Minute), func(v *Verdict) {

@@ -85,6 +85,7 @@ type Signals struct {
 	Suspended          []string // "suspended" words …
 	BillingNear        []string // … within 120 bytes of one of these
 	Credits            []string // credits or balance exhausted
+	EmptyWallet        []string // an empty wallet on an exempt provider
 	Daily              []string // daily quota
 	TokensPerDay       []string // daily token quota; needs a hint
 	Subscription       []string // subscription usage limit
@@ -115,9 +116,14 @@ type Tables struct {
 	ScopeProviders []string
 	// MetricQuotaProviders read per-metric quota names on a 429 with a model.
 	MetricQuotaProviders []string
-	TextRules            []TextRule
-	StatusRules          []StatusRule
-	Signals              Signals
+	// CreditsExempt lists substrings of provider ids (such as the
+	// "-compatible-" of generated compatible providers) whose credit
+	// phrases are not trusted, unless the text also matches
+	// Signals.EmptyWallet.
+	CreditsExempt []string
+	TextRules     []TextRule
+	StatusRules   []StatusRule
+	Signals       Signals
 	// EmergencyPhrases trigger the emergency fallback; EmergencyBilling is a
 	// word that counts only within 40 bytes of an EmergencyBillingNear word.
 	EmergencyPhrases     []string
@@ -175,6 +181,7 @@ func DefaultTables() Tables {
 		FullTextProviders:    []string{"agentrouter"},
 		ScopeProviders:       []string{"agentrouter", "opencode-zen", "opencode-go", "opencode-cli"},
 		MetricQuotaProviders: []string{"gemini"},
+		CreditsExempt:        []string{"-compatible-"},
 		TextRules: []TextRule{
 			{Phrases: []string{"no credentials"}, Reason: ReasonAuthError, Kind: KindTextRule, Mode: CooldownFixed, Cooldown: 2 * time.Minute},
 			{Phrases: []string{"request not allowed"}, Reason: ReasonRateLimit, Kind: KindRequestRejected, Mode: CooldownFixed, Cooldown: 5 * time.Second},
@@ -213,6 +220,7 @@ func DefaultTables() Tables {
 				"credits exhausted", "out of credits", "payment required", "tier has been exhausted",
 				"insufficient balance", "insufficient account balance", "insufficient credit balance",
 				"insufficient credit"},
+			EmptyWallet:  []string{"exceeded_current_quota_error", "suspended due to insufficient balance"},
 			Daily:        []string{"today's quota", "daily quota", "try again tomorrow"},
 			TokensPerDay: []string{"tpd rate limit"},
 			Subscription: []string{"usage limit reached", "usage limit has been", "claude pro usage limit",
@@ -223,7 +231,7 @@ func DefaultTables() Tables {
 			Session: []string{"session usage limit", "session limit reached", "reached your session…usage limit"},
 			LongPeriod: []string{"daily limit", "daily quota", "monthly limit", "monthly quota", "quota exceed",
 				"quota_exceed", "insufficient quota", "insufficient_quota", "billing cap", "out of credits",
-				"hard limit", "hard_limit", "plan limit", "plan_limit", "today's quota", "tpd"},
+				"hard limit", "hard_limit", "plan limit", "plan_limit", "today's quota", "tpd", "exceeded_current_quota"},
 			QuotaText: []string{"quota exceeded", "quota_exceeded", "quota has been exceeded", "quota exhausted",
 				"quota will reset", "resource_exhausted", "insufficient_quota", "usage limit"},
 			RouteRefusal:    []string{"not authorized for this route"},
@@ -266,6 +274,7 @@ func (t Tables) clone() Tables {
 	c.FullTextProviders = slices.Clone(t.FullTextProviders)
 	c.ScopeProviders = slices.Clone(t.ScopeProviders)
 	c.MetricQuotaProviders = slices.Clone(t.MetricQuotaProviders)
+	c.CreditsExempt = slices.Clone(t.CreditsExempt)
 	c.TextRules = make([]TextRule, len(t.TextRules))
 	for i, r := range t.TextRules {
 		r.Phrases = slices.Clone(r.Phrases)
@@ -306,7 +315,7 @@ func (s Signals) clone() Signals {
 // lists returns pointers to every phrase list of dst.
 func (Signals) lists(dst *Signals) []*[]string {
 	return []*[]string{&dst.InternalRefusal, &dst.InternalRefusal409, &dst.Ban, &dst.Retired, &dst.Moved,
-		&dst.Suspended, &dst.BillingNear, &dst.Credits, &dst.Daily, &dst.TokensPerDay, &dst.Subscription,
+		&dst.Suspended, &dst.BillingNear, &dst.Credits, &dst.EmptyWallet, &dst.Daily, &dst.TokensPerDay, &dst.Subscription,
 		&dst.Weekly, &dst.Session, &dst.LongPeriod, &dst.QuotaText, &dst.RouteRefusal, &dst.ForbiddenExempt,
 		&dst.BadRequest, &dst.Credential, &dst.HighFrequency, &dst.MetricPerDay}
 }
