@@ -40,7 +40,8 @@ type gate struct {
 	waiters list.List // of *waiter, FIFO
 	cap     int       // last concurrency cap seen, for reporting
 	lastUse time.Time
-	touched bool // released since lastUse was set; the sweep counts it as used
+	touched bool   // released since lastUse was set; the sweep counts it as used
+	fullErr *Error // the last queue-full refusal, reused while the depth stays
 
 	blockedUntil time.Time
 
@@ -191,7 +192,7 @@ func (g *gate) idle(now time.Time) bool {
 
 // apply brings g's configured rate limits in line with s.
 func (g *gate) apply(s Settings, now time.Time) {
-	if now.Before(g.lastStart) {
+	if !now.IsZero() && now.Before(g.lastStart) {
 		g.lastStart = now // the clock went back: no time has passed
 	}
 	g.cap = s.MaxConcurrency
@@ -485,7 +486,8 @@ func (q *Queue) emit(e Event) {
 // MaxQueueDepth requests already wait on key; it gives up with
 // [ErrQueueTimeout] after MaxQueueWait, and with ctx.Err() when ctx is done
 // first (or already). A refused or abandoned request leaves no slot or queue
-// entry behind. Waiters are served in FIFO order.
+// entry behind. Waiters are served in FIFO order. Errors may be shared
+// between callers and must not be modified.
 //
 // Acquire does not bound the run itself; see [Queue.Do] and
 // [Queue.ExecutionContext].
@@ -494,22 +496,39 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 		return nil, err
 	}
 	s := q.settingsFor(key)
-	now := time.Now()
 	q.mu.Lock()
-	g := q.gateLocked(key, now)
+	g := q.gates[key]
+	// Reading the clock is skipped when nothing about the key depends on it.
+	var now time.Time
+	if g == nil || g.clocked(s) {
+		now = time.Now()
+		g = q.gateLocked(key, now)
+	}
 	g.apply(s, now)
 	if s.MaxQueueDepth > 0 && g.waiters.Len() >= s.MaxQueueDepth {
+		e := g.fullErr
+		if e == nil || e.Depth != s.MaxQueueDepth {
+			e = &Error{Code: CodeQueueFull, Status: ErrQueueFull.Status, Key: key, Depth: s.MaxQueueDepth}
+			g.fullErr = e
+		}
 		q.mu.Unlock()
-		return nil, q.refuse(key, s.MaxQueueDepth, now)
+		q.refused(e, now)
+		return nil, e
 	}
 	if g.waiters.Len() == 0 && g.readyNow(s.MaxConcurrency, true, now) {
-		g.refill(now)
 		g.running++
-		g.lastUse = now
-		g.start(now)
+		if now.IsZero() {
+			g.touched = true
+		} else {
+			g.lastUse = now
+			g.start(now)
+		}
 		q.mu.Unlock()
 		t, gen := q.newTicket(g)
 		return func() { t.release(gen) }, nil
+	}
+	if now.IsZero() {
+		now = time.Now()
 	}
 	w := &waiter{needs: []need{{g: g, cap: s.MaxConcurrency}}, rated: true, signal: make(chan struct{}, 1)}
 	q.enqueueLocked(w)
@@ -527,10 +546,21 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 	return func() { t.release(gen) }, nil
 }
 
-func (q *Queue) refuse(key string, depth int, now time.Time) error {
-	e := &Error{Code: CodeQueueFull, Status: ErrQueueFull.Status, Key: key, Depth: depth}
-	q.emit(Event{Kind: EventQueueFull, Key: key, At: now, Err: e})
-	return e
+// clocked reports whether admitting a request on g under s depends on the
+// time: a rate limit, a spacing, a reservoir or a block.
+func (g *gate) clocked(s Settings) bool {
+	return s.RequestsPerMinute > 0 || s.MinSpacing > 0 || g.rpm > 0 || g.learned > 0 ||
+		g.resMax > 0 || !g.blockedUntil.IsZero()
+}
+
+// refused reports a queue-full refusal to the event hook.
+func (q *Queue) refused(e *Error, now time.Time) {
+	if q.cfg.OnEvent != nil {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		q.emit(Event{Kind: EventQueueFull, Key: e.Key, At: now, Err: e})
+	}
 }
 
 // TryAcquire is shorthand for TryAcquireAt(key, time.Now()).
