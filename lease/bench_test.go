@@ -84,14 +84,21 @@ func BenchmarkRequestPath(b *testing.B) {
 	for b.Loop() {
 		h[lease.HeaderOwner] = ownerVal
 		h[lease.HeaderGeneration] = genVal
-		o, g, err := lease.ParseHeader(h)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := m.FenceAt(ctx, lease.Holder{Owner: o, APIKeyID: "k1", Generation: g}, "c1", at); err != nil {
+		if _, err := m.FenceRequestAt(ctx, h, "k1", "c1", at); err != nil {
 			b.Fatal(err)
 		}
 		lease.StripHeaders(h)
+	}
+}
+
+func BenchmarkHeldAt(b *testing.B) {
+	m, _ := fencedManager(b, 1000)
+	at := T0.Add(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok, _ := m.HeldAt(ctx, "c0", at); !ok {
+			b.Fatal("not held")
+		}
 	}
 }
 

@@ -17,9 +17,11 @@
 // [MemoryStore] with the default lease TTL of 120 s. The lifecycle is
 // [Manager.AcquireAt], [Manager.RenewAt] (only before expiry),
 // [Manager.ReleaseAt] (idempotent) and [Manager.StatusAt]. A router calls
-// [ParseHeader] and [Manager.FenceAt] on every request that carries lease
-// headers, then [Manager.SelectAt] to learn (or move) the leased connection,
-// and [StripHeaders] before the request goes upstream or into a log.
+// [Manager.FenceRequestAt] (or [ParseHeader] and [Manager.FenceAt]) on
+// every request that carries lease headers, [Manager.SelectAt] to learn (or
+// move) the leased connection, [Manager.HeldAt] to keep requests without a
+// lease off leased connections, and [StripHeaders] before the request goes
+// upstream or into a log.
 // [NewHandler] serves the lifecycle over HTTP (POST /api/v1/session-leases).
 //
 // Every time-dependent method takes an explicit now; the form without the

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"time"
 )
@@ -208,6 +209,44 @@ func (m *Manager) FenceAt(ctx context.Context, h Holder, connection string, now 
 	return fenceError(r)
 }
 
+// FenceRequest is shorthand for FenceRequestAt(ctx, h, apiKeyID,
+// connection, time.Now()).
+func (m *Manager) FenceRequest(ctx context.Context, h http.Header, apiKeyID, connection string) (Holder, error) {
+	return m.FenceRequestAt(ctx, h, apiKeyID, connection, time.Now())
+}
+
+// FenceRequestAt reads the lease headers of a request made with API key
+// apiKeyID ([ParseHeader]) and fences them ([Manager.FenceAt]) for
+// connection at now. It returns the holder the headers present, and the
+// first error of either step. With the in-memory store it does not
+// allocate.
+func (m *Manager) FenceRequestAt(ctx context.Context, h http.Header, apiKeyID, connection string, now time.Time) (Holder, error) {
+	owner, gen, err := ParseHeader(h)
+	if err != nil {
+		return Holder{}, err
+	}
+	hd := Holder{Owner: owner, APIKeyID: apiKeyID, Generation: gen}
+	return hd, m.FenceAt(ctx, hd, connection, now)
+}
+
+// Held is shorthand for HeldAt(ctx, connection, time.Now()).
+func (m *Manager) Held(ctx context.Context, connection string) (time.Time, bool, error) {
+	return m.HeldAt(ctx, connection, time.Now())
+}
+
+// HeldAt reports whether connection is held by a live lease at now, and
+// until when. Traffic that carries no lease must skip a held connection
+// (and only a held one: a connection that a managed key may lease but no
+// one holds stays open to ordinary routing). With the in-memory store it
+// does not allocate.
+func (m *Manager) HeldAt(ctx context.Context, connection string, now time.Time) (until time.Time, held bool, err error) {
+	l, ok, err := m.store.Occupant(ctx, connection, now)
+	if err != nil || !ok {
+		return time.Time{}, false, err
+	}
+	return l.ExpiresAt, true, nil
+}
+
 func fenceError(r Result) error {
 	switch r {
 	case ResultValid:
@@ -316,9 +355,8 @@ func (m *Manager) ReleaseAt(ctx context.Context, h Holder, reason Reason, now ti
 	if out.Result != ResultReleased {
 		return Lease{}, ErrFenceStale
 	}
-	// A repeated release finds the lease already released and reports
-	// no second event.
-	if out.Lease.EndedAt.Equal(now) {
+	// A repeated release reports no second event.
+	if !out.Repeated {
 		m.emit(Event{Result: out.Result, Lease: out.Lease})
 	}
 	return out.Lease, nil

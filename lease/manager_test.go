@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -480,4 +481,70 @@ func codeOf(err error) string {
 		return le.Code
 	}
 	return ""
+}
+
+func TestFenceRequestAt(t *testing.T) {
+	m := lease.New(lease.Config{})
+	tok := leasetest.Owner('A')
+	_, _, err := m.AcquireAt(ctx, claim(lease.HashOwner(tok), "k1", "c1"), T0)
+	require.NoError(t, err)
+	at := T0.Add(time.Second)
+	cases := []struct {
+		name string
+		h    http.Header
+		key  string
+		conn string
+		want error
+	}{
+		{"valid", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k1", "c1", nil},
+		{"missing owner", header(), "k1", "c1", lease.ErrContextRequired},
+		{"owner without generation", header("X-OmniRoute-Lease-Owner", tok), "k1", "c1", lease.ErrContextInvalid},
+		{"generation+1", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "2"), "k1", "c1", lease.ErrFenceStale},
+		{"other managed key", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k2", "c1", lease.ErrFenceStale},
+		{"other connection", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k1", "c2", lease.ErrConnectionMismatch},
+		{"no lease", header("X-OmniRoute-Lease-Owner", leasetest.Owner('B'), "X-OmniRoute-Lease-Generation", "1"), "k1", "c1", lease.ErrRequired},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hd, err := m.FenceRequestAt(ctx, c.h, c.key, c.conn, at)
+			if c.want == nil {
+				require.NoError(t, err)
+				assert.Equal(t, lease.Holder{Owner: lease.HashOwner(tok), APIKeyID: "k1", Generation: 1}, hd)
+				return
+			}
+			assert.ErrorIs(t, err, c.want)
+			var le *lease.Error
+			require.ErrorAs(t, err, &le)
+			assert.Contains(t, []int{400, 409}, le.Status)
+		})
+	}
+	h := header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() {
+		if _, err := m.FenceRequestAt(ctx, h, "k1", "c1", at); err != nil {
+			t.Fatal(err)
+		}
+	}))
+}
+
+// Unmanaged traffic skips only connections held by a live lease.
+func TestHeldAt(t *testing.T) {
+	m := lease.New(lease.Config{})
+	_, held, err := m.HeldAt(ctx, "c1", T0)
+	require.NoError(t, err)
+	assert.False(t, held)
+	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	require.NoError(t, err)
+	until, held, err := m.HeldAt(ctx, "c1", T0.Add(time.Second))
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Equal(t, T0.Add(120*time.Second), until)
+	_, held, _ = m.HeldAt(ctx, "c2", T0)
+	assert.False(t, held)
+	_, held, _ = m.HeldAt(ctx, "c1", T0.Add(120*time.Second))
+	assert.False(t, held, "expired lease no longer holds the connection")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() {
+		if _, ok, _ := m.HeldAt(ctx, "c1", T0); !ok {
+			t.Fatal("not held")
+		}
+	}))
 }

@@ -267,7 +267,7 @@ func (s *MemoryStore) Release(ctx context.Context, h Holder, reason Reason, now 
 				continue
 			}
 			if l.State == StateReleased && l.APIKeyID == h.APIKeyID && l.Owner.Equal(h.Owner) {
-				return Outcome{Result: ResultReleased, Lease: l}, nil
+				return Outcome{Result: ResultReleased, Lease: l, Repeated: true}, nil
 			}
 			break
 		}
@@ -333,6 +333,21 @@ func (s *MemoryStore) Owned(ctx context.Context, owner OwnerHash, now time.Time)
 	defer s.mu.RUnlock()
 	now = s.readNow(now)
 	rec := s.owners[owner]
+	if rec == nil || !rec.hasActive || !rec.active.ActiveAt(now) {
+		return Lease{}, false, nil
+	}
+	return rec.active, true, nil
+}
+
+// Occupant implements [Store]. It does not allocate.
+func (s *MemoryStore) Occupant(ctx context.Context, connection string, now time.Time) (Lease, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, false, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now = s.readNow(now)
+	rec := s.conns[connection]
 	if rec == nil || !rec.hasActive || !rec.active.ActiveAt(now) {
 		return Lease{}, false, nil
 	}

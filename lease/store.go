@@ -25,6 +25,8 @@ type Outcome struct {
 	Previous Lease
 	// BusyUntil is, for CONNECTION_BUSY, the occupant's expiry.
 	BusyUntil time.Time
+	// Repeated is set when Release found the lease already released.
+	Repeated bool
 }
 
 // Store holds leases. Every method is one atomic, linearizable step, and
@@ -66,7 +68,7 @@ type Store interface {
 	// Release ends h's active lease with reason (RELEASED). It is
 	// idempotent: when the newest lease of h's owner and generation is
 	// already RELEASED under h's API key it answers RELEASED again with
-	// that lease. Otherwise STALE.
+	// that lease and Repeated set. Otherwise STALE.
 	Release(ctx context.Context, h Holder, reason Reason, now time.Time) (Outcome, error)
 
 	// Invalidate ends the owner's active lease of exactly h.Generation
@@ -82,6 +84,10 @@ type Store interface {
 
 	// Owned returns owner's active, unexpired lease.
 	Owned(ctx context.Context, owner OwnerHash, now time.Time) (Lease, bool, error)
+
+	// Occupant returns the active, unexpired lease on connection. It
+	// changes nothing and should not allocate.
+	Occupant(ctx context.Context, connection string, now time.Time) (Lease, bool, error)
 
 	// Reconcile ends every active lease that has expired at now and
 	// returns them.

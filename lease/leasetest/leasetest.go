@@ -58,6 +58,7 @@ var cases = []struct {
 	{"Invalidate", testInvalidate},
 	{"ClockBackwards", testClockBackwards},
 	{"List", testList},
+	{"Occupant", testOccupant},
 	{"Uniqueness", testUniqueness},
 	{"CanceledContext", testCanceledContext},
 }
@@ -177,8 +178,14 @@ func testRenewAndRelease(t *testing.T, s lease.Store) {
 	if out.Lease.State != lease.StateReleased || out.Lease.EndReason != lease.ReasonOwnerExit || !out.Lease.EndedAt.Equal(at) {
 		t.Fatalf("release g: lease %+v", out.Lease)
 	}
+	if out.Repeated {
+		t.Fatalf("first release reported Repeated")
+	}
 	out, err = s.Release(bg, h, lease.ReasonOwnerExit, at.Add(time.Second))
-	check(t, "release g again", out, err, lease.ResultReleased)
+	out = check(t, "release g again", out, err, lease.ResultReleased)
+	if !out.Repeated || out.Lease.State != lease.StateReleased || !out.Lease.EndedAt.Equal(at) {
+		t.Fatalf("release g again: %+v, want the released lease with Repeated", out)
+	}
 	out, err = s.Release(bg, otherKey, lease.ReasonOwnerExit, at.Add(time.Second))
 	check(t, "release g again, other key", out, err, lease.ResultStale)
 	if _, ok, _ := s.Owned(bg, ownerA, at); ok {
@@ -351,6 +358,23 @@ func testList(t *testing.T, s lease.Store) {
 	}
 	if fmt.Sprint(conns) != "[c0 c2]" {
 		t.Fatalf("List connections = %v, want [c0 c2] (c1 expired)", conns)
+	}
+}
+
+func testOccupant(t *testing.T, s lease.Store) {
+	if _, ok, err := s.Occupant(bg, "c1", T0); ok || err != nil {
+		t.Fatalf("Occupant of a free connection = %v, %v", ok, err)
+	}
+	acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired)
+	l, ok, err := s.Occupant(bg, "c1", T0.Add(time.Second))
+	if err != nil || !ok || !l.Owner.Equal(ownerA) || !l.ExpiresAt.Equal(T0.Add(TTL)) {
+		t.Fatalf("Occupant(c1) = %+v, %v, %v; want A's lease", l, ok, err)
+	}
+	if _, ok, _ := s.Occupant(bg, "c1", T0.Add(TTL)); ok {
+		t.Fatalf("Occupant(c1) at expiry still held")
+	}
+	if _, ok, _ := s.Occupant(bg, "c2", T0); ok {
+		t.Fatalf("Occupant(c2) held")
 	}
 }
 
