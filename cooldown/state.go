@@ -307,9 +307,13 @@ func (c Cause) String() string {
 
 // Event reports a change of one connection's status to [Config.OnChange].
 type Event struct {
+	// Conn is the connection whose status changed, and Provider its tag.
 	Conn     string
 	Provider string
-	Cause    Cause
+	// Cause is what changed it.
+	Cause Cause
+	// From and To are the statuses before and after the change.
 	From, To Status
-	At       time.Time
+	// At is the time of the change.
+	At time.Time
 }

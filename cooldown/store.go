@@ -64,14 +64,14 @@ func NewMemoryStore() *MemoryStore {
 	return s
 }
 
-// shard picks conn's shard by an FNV-1a hash of its length and its last 16
-// bytes, where connection ids usually differ.
+// shard picks conn's shard from its length and its last four bytes, where
+// connection ids usually differ, mixed by a multiplicative hash.
 func (s *MemoryStore) shard(conn string) *memShard {
-	h := uint32(2166136261) ^ uint32(len(conn))
-	for i := max(0, len(conn)-16); i < len(conn); i++ {
-		h = (h ^ uint32(conn[i])) * 16777619
+	h := uint32(len(conn)) << 27
+	for i := max(0, len(conn)-4); i < len(conn); i++ {
+		h ^= uint32(conn[i]) << (8 * uint(len(conn)-1-i))
 	}
-	return &s.shards[h%numShards]
+	return &s.shards[(h*0x9E3779B1)>>(32-6)]
 }
 
 // Load returns a copy of conn's entry. It does not allocate.

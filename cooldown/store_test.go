@@ -1,6 +1,7 @@
 package cooldown
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,4 +29,34 @@ func TestCustomStore(t *testing.T) {
 	cfg := tr.Config()
 	cfg.EgressProviders[0] = "changed"
 	assert.Equal(t, "opencode-go", tr.Config().EgressProviders[0], "Config returns a copy")
+}
+
+func TestShardSpread(t *testing.T) {
+	s := NewMemoryStore()
+	used := map[*memShard]bool{}
+	for i := range 1000 {
+		used[s.shard(fmt.Sprint("openai:key-", i))] = true
+	}
+	assert.Greater(t, len(used), numShards*3/4, "ids spread over the shards")
+	assert.Equal(t, s.shard(""), s.shard(""))
+}
+
+func TestUnavailable(t *testing.T) {
+	tr := New(Config{})
+	tr.Register("a", Options{Provider: "openai"})
+	tr.FailAt("b", rateLimit, t0)
+	tr.FailAt("c", Failure{Status: 401}, t0)
+	var ids []string
+	for _, i := range tr.UnavailableAt(t0) {
+		ids = append(ids, i.Conn)
+	}
+	assert.Equal(t, []string{"b", "c"}, ids)
+	tr.FailAt("d", rateLimit, time.Now())
+	ids = ids[:0]
+	for _, i := range tr.Unavailable() {
+		ids = append(ids, i.Conn)
+	}
+	assert.Contains(t, ids, "c")
+	assert.Contains(t, ids, "d")
+	assert.NotContains(t, ids, "a")
 }

@@ -409,6 +409,16 @@ func (t *Tracker) SnapshotAt(now time.Time) []Info {
 	return out
 }
 
+// Unavailable is shorthand for UnavailableAt(time.Now()).
+func (t *Tracker) Unavailable() []Info { return t.UnavailableAt(time.Now()) }
+
+// UnavailableAt lists the connections that are cooling or terminal at now,
+// sorted by id: the content of a cooldowns API.
+func (t *Tracker) UnavailableAt(now time.Time) []Info {
+	all := t.SnapshotAt(now)
+	return slices.DeleteFunc(all, func(i Info) bool { return i.Status.Available() })
+}
+
 // RecheckDue is shorthand for RecheckDueAt(conn, time.Now()).
 func (t *Tracker) RecheckDue(conn string) (due bool, at time.Time) {
 	return t.RecheckDueAt(conn, time.Now())
