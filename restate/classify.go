@@ -97,16 +97,23 @@ func (c *Classifier) ClassifyAt(r Response, now time.Time) Verdict {
 	raw := st.bound(r.Body)
 	text := st.haystack(r.Message, r.Body)
 
-	rs := passthrough(r.Status, r.RetryAfter)
-	if rules := st.restate[p]; len(rules) > 0 {
-		rs = st.restateText(rules, r.Status, text, r.RetryAfter)
+	if r.Status > 0 && r.Status < 400 {
+		return Verdict{Status: r.Status, FromStatus: r.Status, ClientRetryAfter: max(r.RetryAfter, 0), Mode: CooldownNone}
 	}
-	v := Verdict{Status: rs.Status, FromStatus: rs.FromStatus, RestateRule: rs.RuleID, ClientRetryAfter: rs.RetryAfter}
+	hint := st.hint(r.Header, raw, text, now)
+	upstream := r.RetryAfter
+	if upstream <= 0 {
+		upstream = hint.After
+	}
+	rs := passthrough(r.Status, upstream)
+	if rules := st.restate[p]; len(rules) > 0 {
+		rs = st.restateText(rules, r.Status, text, upstream)
+	}
+	v := Verdict{Status: rs.Status, FromStatus: rs.FromStatus, RestateRule: rs.RuleID, ClientRetryAfter: rs.RetryAfter, Hint: hint}
 	if v.Status > 0 && v.Status < 400 {
-		v.Mode = CooldownNone
+		v.Mode = CooldownNone // a rule restated a failure as a success
 		return v
 	}
-	v.Hint = st.hint(r.Header, raw, text, now)
 	cl := classification{st: st, r: &r, p: p, text: text, now: now}
 	if len(r.Structured) > 0 {
 		cl.structured = lower(st.bound(r.Structured))

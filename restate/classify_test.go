@@ -29,6 +29,10 @@ func runClassify(t *testing.T, c *Classifier, cases []classifyCase) {
 				now = t0
 			}
 			got := c.ClassifyAt(tt.r, now)
+			// Unless a case says otherwise, the client is told the hint.
+			if tt.want.ClientRetryAfter == 0 {
+				tt.want.ClientRetryAfter = tt.want.Hint.After
+			}
 			if got != tt.want {
 				t.Errorf("ClassifyAt(%+v)\n got %+v\nwant %+v", tt.r, got, tt.want)
 			}
@@ -58,6 +62,19 @@ func TestClassifyRestateScenarios(t *testing.T) {
 		// routeguard: the body is its own structured error, so the opencode
 		// rule fires and its connection scope is surfaced (the original saw
 		// no structured error on this path and answered rate_limit_exceeded).
+		{"M5-3 restated with the upstream Retry-After", Response{Provider: "agentrouter", Status: 403,
+			Header: http.Header{"Retry-After": {"5"}}, Body: []byte("用户额度不足")},
+			time.Time{}, with(vd(429, true, KindStatusRule, ReasonQuotaExhausted, CooldownBackoff, 0), func(v *Verdict) {
+				v.FromStatus, v.RestateRule, v.ClientRetryAfter = 403, "agentrouter-quota-misstatus", 5*time.Second
+				v.RuleID, v.Scope = "agentrouter-quota", ScopeConnection
+				v.Hint = Hint{5 * time.Second, HintHeader, CapRateLimit}
+			})},
+		{"caller's RetryAfter wins over the hint", Response{Provider: "openai", Auth: AuthAPIKey, Status: 503,
+			Header: http.Header{"Retry-After": {"5"}}, RetryAfter: 8 * time.Second},
+			time.Time{}, with(vd(503, true, KindStatusRule, ReasonServerError, CooldownBackoff, 0), func(v *Verdict) {
+				v.ClientRetryAfter = 8 * time.Second
+				v.Hint = Hint{5 * time.Second, HintHeader, CapRateLimit}
+			})},
 		{"M5-8 opencode org quota", Response{Provider: "opencode-zen", Status: 429,
 			Body: []byte(`{"error":{"message":"organization_quota_exceeded"}}`)},
 			time.Time{}, with(vd(429, true, KindStatusRule, ReasonQuotaExhausted, CooldownBackoff, 0), func(v *Verdict) {

@@ -22,7 +22,10 @@ type RestateRule struct {
 // ProviderRule is one provider error rule. Every condition that is set must
 // hold; a rule with only Statuses matches any body with such a status.
 // Texts are compared case-insensitively as substrings of the rule body (see
-// Tables.FullTextProviders).
+// Tables.FullTextProviders): the raw text, lower-cased, never a JSON-escaped
+// form of it, so non-ASCII markers and quotes match as written. Header
+// conditions see the response headers on every path, and rules fire for any
+// status, 400 included.
 type ProviderRule struct {
 	ID       string
 	Statuses []int    // statuses the rule applies to; empty means any status

@@ -162,7 +162,9 @@ type Verdict struct {
 	Status     int
 	FromStatus int
 	// RestateRule names the restatement rule that applied ("" if none), and
-	// ClientRetryAfter is the retry time restatement suggests for the client.
+	// ClientRetryAfter is the retry time to tell the client: the caller's
+	// Response.RetryAfter, else the parsed hint, else a restatement rule's
+	// default.
 	RestateRule      string
 	ClientRetryAfter time.Duration
 
