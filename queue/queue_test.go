@@ -582,3 +582,91 @@ func TestOverridesFallThrough(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// A waiter cancelled at the very moment it is granted either keeps the slot
+// (and gets no error) or gives it back; nothing is leaked either way.
+func TestCancelRacingGrant(t *testing.T) {
+	for i := range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+			hold := mustAcquire(t, q, "k")
+			ctx, cancel := context.WithCancel(context.Background())
+			ch := goAcquire(ctx, q, "k")
+			synctest.Wait()
+			if i%2 == 0 {
+				hold()
+				cancel()
+			} else {
+				cancel()
+				hold()
+			}
+			r := <-ch
+			if r.err == nil {
+				assert.Equal(t, 1, state(q, "k").Running)
+				r.release()
+			} else {
+				assert.ErrorIs(t, r.err, context.Canceled)
+			}
+			assert.Equal(t, 0, state(q, "k").Running)
+			assert.Equal(t, 0, state(q, "k").Waiting)
+		})
+	}
+}
+
+// Changing a key's rate takes effect on the next acquisition, and a 429
+// refills the bucket.
+func TestRateChangesAndResetRefill(t *testing.T) {
+	var rpm atomic.Int64
+	rpm.Store(2)
+	q := queue.New(queue.Config{Overrides: func(string) queue.Settings {
+		return queue.Settings{RequestsPerMinute: int(rpm.Load())}
+	}})
+	for range 2 {
+		r, ok := q.TryAcquireAt("k", t0)
+		require.True(t, ok)
+		r()
+	}
+	_, ok := q.TryAcquireAt("k", t0)
+	assert.False(t, ok, "bucket of 2 is empty")
+	assert.Equal(t, t0.Add(30*time.Second), q.StatusAt("k", t0).ReadyAt)
+	q.LearnAt("k", http.StatusTooManyRequests, nil, t0)
+	for range 2 {
+		r, ok := q.TryAcquireAt("k", t0)
+		require.True(t, ok, "a 429 gives a fresh, full bucket")
+		r()
+	}
+	rpm.Store(60)
+	_, ok = q.TryAcquireAt("k", t0)
+	assert.False(t, ok, "raising the rate does not add tokens at once")
+	r, ok := q.TryAcquireAt("k", t0.Add(time.Second))
+	require.True(t, ok, "one token per second at 60 rpm")
+	r()
+	assert.Equal(t, 60, state(q, "k").RequestsPerMinute)
+	rpm.Store(0)
+	for range 100 {
+		r, ok := q.TryAcquireAt("k", t0.Add(time.Second))
+		require.True(t, ok, "rpm 0 is unlimited")
+		r()
+	}
+}
+
+func TestEventsOnBlockAndReset(t *testing.T) {
+	var events []queue.Event
+	q := queue.New(queue.Config{
+		Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 1},
+		OnEvent:  func(e queue.Event) { events = append(events, e) },
+	})
+	until := time.Now().Add(time.Hour)
+	q.Block("k", until)
+	q.Unblock("k")
+	q.Unblock("k") // not blocked: no event
+	q.Reset("k")
+	q.ResetAll()
+	require.Len(t, events, 4)
+	assert.Equal(t, queue.EventBlocked, events[0].Kind)
+	assert.Equal(t, until, events[0].Until)
+	assert.Equal(t, queue.EventUnblocked, events[1].Kind)
+	assert.Equal(t, queue.EventReset, events[2].Kind)
+	assert.Equal(t, queue.EventReset, events[3].Kind)
+	assert.Equal(t, "k", events[3].Key)
+}
