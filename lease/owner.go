@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"net/http"
 	"strings"
@@ -50,7 +51,14 @@ func (h OwnerHash) IsZero() bool { return h == OwnerHash{} }
 
 // Equal reports whether h and o are the same digest. The comparison takes
 // the same time wherever the digests differ.
-func (h OwnerHash) Equal(o OwnerHash) bool { return subtle.ConstantTimeCompare(h[:], o[:]) == 1 }
+func (h OwnerHash) Equal(o OwnerHash) bool {
+	var v uint64
+	for i := 0; i < len(h); i += 8 {
+		v |= binary.LittleEndian.Uint64(h[i:]) ^ binary.LittleEndian.Uint64(o[i:])
+	}
+	// The low half of v|v>>32 is zero exactly when v is.
+	return subtle.ConstantTimeEq(int32(uint32(v|v>>32)), 0) == 1
+}
 
 // String returns the digest as 64 lowercase hexadecimal characters.
 func (h OwnerHash) String() string { return hex.EncodeToString(h[:]) }

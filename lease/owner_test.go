@@ -166,3 +166,16 @@ func TestStripHeaders(t *testing.T) {
 	assert.Equal(t, http.Header{"Authorization": {"Bearer x"}}, h)
 	assert.False(t, lease.HasLeaseHeaders(http.Header{}))
 }
+
+func TestOwnerHashEqual(t *testing.T) {
+	a := lease.HashOwner(leasetest.Owner('A'))
+	assert.True(t, a.Equal(a))
+	for i := range a {
+		for _, bit := range []byte{0x01, 0x80} {
+			b := a
+			b[i] ^= bit
+			assert.False(t, a.Equal(b), "byte %d bit %#x", i, bit)
+		}
+	}
+	assert.True(t, lease.OwnerHash{}.Equal(lease.OwnerHash{}))
+}
