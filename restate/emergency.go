@@ -2,9 +2,9 @@ package restate
 
 // EmergencyTarget is where the emergency fallback sends a request.
 type EmergencyTarget struct {
-	Provider        string
-	Model           string
-	MaxOutputTokens int
+	Provider        string // provider id, default "nvidia"
+	Model           string // model id, default "openai/gpt-oss-120b"
+	MaxOutputTokens int    // output token bound, default 4096
 }
 
 // EmergencyFallback reports whether a failed request should be retried once

@@ -140,9 +140,9 @@ type Response struct {
 // Hint is an upstream retry hint: how long to wait, where it was read and
 // which cap bounded it.
 type Hint struct {
-	After  time.Duration
-	Source HintSource
-	Cap    HintCap
+	After  time.Duration // the wait, already capped; 0 when there is no hint
+	Source HintSource    // where the hint was read
+	Cap    HintCap       // which cap bounded it
 }
 
 // Restatement is the outcome of the restatement step.
