@@ -192,8 +192,13 @@ func (g *gate) idle(now time.Time) bool {
 
 // apply brings g's configured rate limits in line with s.
 func (g *gate) apply(s Settings, now time.Time) {
-	if !now.IsZero() && now.Before(g.lastStart) {
-		g.lastStart = now // the clock went back: no time has passed
+	if !now.IsZero() {
+		if now.Before(g.lastStart) {
+			g.lastStart = now // the clock went back: no time has passed
+		}
+		if !g.blockedUntil.IsZero() && !g.blockedUntil.After(now) {
+			g.blockedUntil = time.Time{} // the block is over
+		}
 	}
 	g.cap = s.MaxConcurrency
 	g.spacing = s.MinSpacing
