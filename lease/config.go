@@ -58,6 +58,8 @@ type Config struct {
 
 	// OnChange, if set, is called after every change of lease state made
 	// through the Manager, outside any lock, on the calling goroutine.
+	// Expiry is reported by Manager.ReconcileAt; a lease that another
+	// operation finds expired first ends without an event.
 	OnChange func(Event)
 }
 

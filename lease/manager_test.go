@@ -548,3 +548,56 @@ func TestHeldAt(t *testing.T) {
 		}
 	}))
 }
+
+// Owners acquire, renew, fence, select and release concurrently over a few
+// connections while the clock moves; at every snapshot no connection or
+// owner holds two leases.
+func TestConcurrentLifecycle(t *testing.T) {
+	m := lease.New(lease.Config{TTL: 2 * time.Second})
+	conns := []string{"c0", "c1", "c2", "c3"}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := lease.HashOwner(fmt.Sprint("mix", i))
+			key := fmt.Sprint("k", i%2)
+			for step := range 200 {
+				now := T0.Add(time.Duration(step) * 100 * time.Millisecond)
+				l, _, err := m.AcquireAt(ctx, claim(owner, key, conns...), now)
+				if err != nil {
+					continue
+				}
+				h := lease.Holder{Owner: owner, APIKeyID: key, Generation: l.Generation}
+				_ = m.FenceAt(ctx, h, l.Connection, now)
+				_, _ = m.SelectAt(ctx, h, "openai", conns[i%4:], now)
+				_, _ = m.RenewAt(ctx, h, now)
+				if step%3 == 0 {
+					_, _ = m.ReleaseAt(ctx, h, "", now)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for step := range 200 {
+			now := T0.Add(time.Duration(step) * 100 * time.Millisecond)
+			snap, err := m.SnapshotAt(ctx, now)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			owners := map[lease.OwnerHash]bool{}
+			seen := map[string]bool{}
+			for _, l := range snap {
+				if owners[l.Owner] || seen[l.Connection] {
+					t.Errorf("duplicate active lease %+v", l)
+				}
+				owners[l.Owner], seen[l.Connection] = true, true
+			}
+			_, _ = m.ReconcileAt(ctx, now)
+		}
+	}()
+	wg.Wait()
+}
