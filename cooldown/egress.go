@@ -84,7 +84,7 @@ func (t *Tracker) egressLock(conn, ip string, f Failure, until, now time.Time) [
 			}
 			e.State, e.Until = Available, until
 			e.Reason, e.ErrorStatus, e.ErrorCode, e.LastErrorAt = f.Reason, 429, f.Code, now
-			e.LastError = truncate("shared egress IP quota exhausted ("+strings.ToLower(provider)+")", MaxMessage)
+			e.LastError = truncate("Shared egress IP quota exhausted ("+strings.ToLower(provider)+")", MaxMessage)
 			to = e.StatusAt(now)
 			ok = true
 			return true

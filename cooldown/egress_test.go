@@ -41,7 +41,7 @@ func TestEgressFamilyLock(t *testing.T) {
 	for _, i := range tr.SnapshotAt(t0) {
 		if i.Conn != "O" {
 			assert.Equal(t, 429, i.ErrorStatus, i.Conn)
-			assert.Equal(t, "shared egress IP quota exhausted (opencode-go)", i.LastError, i.Conn)
+			assert.Equal(t, "Shared egress IP quota exhausted (opencode-go)", i.LastError, i.Conn)
 		}
 	}
 	require.Len(t, events, 3)

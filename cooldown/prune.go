@@ -5,8 +5,15 @@ import (
 	"time"
 )
 
-// minSweepInterval is the least number of writes between two idle sweeps.
-const minSweepInterval = 1024
+const (
+	// minSweepInterval is the least number of writes between two idle
+	// sweeps.
+	minSweepInterval = 1024
+	// capSweepInterval is the least number of writes between two sweeps
+	// caused by the entry cap, so that a store kept over the cap by
+	// terminal entries is not swept on every write.
+	capSweepInterval = 8
+)
 
 // idle reports whether e carries no information at now, so that dropping
 // it changes nothing a caller can observe besides its error history.
@@ -28,7 +35,8 @@ func (t *Tracker) afterWrite(now time.Time) {
 	}
 	n := t.sinceSweep.Add(1)
 	size := t.sweeper.Len()
-	if size <= t.cfg.MaxEntries && n < max(minSweepInterval, int64(size)) {
+	over := size > t.cfg.MaxEntries && n >= capSweepInterval
+	if !over && n < max(minSweepInterval, int64(size)) {
 		return
 	}
 	if !t.sweeping.CompareAndSwap(false, true) {

@@ -38,7 +38,7 @@ func TestMaxEntries(t *testing.T) {
 	}
 	for i := range 40 {
 		tr.FailAt(fmt.Sprintf("c%02d", i), Failure{Status: 503, Cooldown: time.Duration(i+1) * time.Minute}, t0)
-		assert.LessOrEqual(t, store.Len(), 21)
+		assert.LessOrEqual(t, store.Len(), 20+capSweepInterval)
 	}
 	for i := range 5 {
 		assert.Equal(t, Banned, tr.StatusAt(fmt.Sprint("t", i), t0).State)
@@ -87,4 +87,17 @@ func TestHotPathAllocs(t *testing.T) {
 		t.Errorf("CheckAt of an available connection allocates %v times", n)
 	}
 	_ = st
+}
+
+// Terminal entries are never evicted, even over the cap, and a store kept
+// over the cap by them is swept only every few writes.
+func TestMaxEntriesTerminal(t *testing.T) {
+	tr := New(Config{MaxEntries: 16})
+	for i := range 40 {
+		tr.FailAt(fmt.Sprint("t", i), Failure{Status: 401}, t0)
+	}
+	for i := range 40 {
+		assert.Equal(t, Expired, tr.StatusAt(fmt.Sprint("t", i), t0).State)
+	}
+	assert.Equal(t, 40, tr.store.(*MemoryStore).Len())
 }

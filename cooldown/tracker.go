@@ -208,7 +208,7 @@ func (t *Tracker) fail(e *Entry, f Failure, now time.Time, from Status, res *Res
 		if d <= 0 {
 			d = t.cfg.EgressCooldown
 		}
-		e.LastError = truncate("shared egress IP quota exhausted ("+e.Options.Provider+")", MaxMessage)
+		e.LastError = truncate("Shared egress IP quota exhausted ("+strings.ToLower(e.Options.Provider)+")", MaxMessage)
 	}
 	if d > 0 && !e.Options.DisableCooling {
 		e.Until = now.Add(d)
