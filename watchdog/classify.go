@@ -70,15 +70,27 @@ type jscan struct {
 	kbuf  [32]byte
 }
 
-func (s *jscan) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+// Byte classes for the scanner's tight loops.
+var (
+	isSpace   [256]bool // JSON whitespace
+	plainByte [256]bool // string bytes that need no attention
+)
+
+func init() {
+	for _, c := range []byte(" \t\n\r") {
+		isSpace[c] = true
 	}
+	for c := 0x20; c < 256; c++ {
+		plainByte[c] = c != '"' && c != '\\'
+	}
+}
+
+func (s *jscan) ws() {
+	b, i := s.b, s.i
+	for i < len(b) && isSpace[b[i]] {
+		i++
+	}
+	s.i = i
 }
 
 func (s *jscan) peek() byte {
@@ -498,11 +510,12 @@ func (s *jscan) lit(w string) bool {
 }
 
 func (s *jscan) digits() int {
-	n := 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
-		n++
+	b, i := s.b, s.i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
 	}
+	n := i - s.i
+	s.i = i
 	return n
 }
 
@@ -544,6 +557,14 @@ func (s *jscan) str() ([]byte, bool) {
 	s.i++
 	start := s.i
 	for s.i < len(s.b) {
+		b, i := s.b, s.i
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		s.i = i
+		if s.i == len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':

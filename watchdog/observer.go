@@ -15,7 +15,7 @@ const maxSamples = 128
 const maxName = 128
 
 type sample struct {
-	at    time.Time
+	at    time.Duration // offset from the start of the attempt
 	bytes int64
 }
 
@@ -40,12 +40,16 @@ type Observer struct {
 	init  bool   // cfg is set
 	parse bool   // events are parsed (throughput on, heartbeats held or errors wanted)
 
-	begun     bool      // begin is set
-	begin     time.Time // start of the attempt (StartAt or first chunk)
-	observed  bool      // startedAt is set
-	startedAt time.Time // first chunk
-	last      time.Time // latest time seen; later inputs never go below it
-	lastChunk time.Time // time of the latest chunk
+	readyAfter time.Duration // warm-up plus one window
+
+	// Times are kept as offsets from begin, which keeps the hot path on
+	// plain integers.
+	begun     bool          // begin is set
+	begin     time.Time     // start of the attempt (StartAt or first chunk)
+	observed  bool          // startedAt is set
+	startedAt time.Duration // first chunk
+	last      time.Duration // latest time seen; later inputs never go below it
+	lastChunk time.Duration // latest chunk
 
 	chunks, rawBytes, events, useful int64
 	protected                        bool // a tool call or reasoning phase is in progress
@@ -81,6 +85,7 @@ func NewObserver(cfg Config) *Observer {
 func (o *Observer) setup(cfg Config) {
 	o.cfg = cfg.Normalize()
 	o.parse = o.cfg.Throughput.Enabled || o.cfg.HoldHeartbeats
+	o.readyAfter = o.cfg.Throughput.EffectiveWarmup() + o.cfg.Throughput.Window
 	o.init = true
 }
 
@@ -98,17 +103,24 @@ func (o *Observer) lazyInit() {
 	}
 }
 
-// clock clamps now so that time never goes backwards.
-func (o *Observer) clock(now time.Time) time.Time {
-	if !o.last.IsZero() && now.Before(o.last) {
-		now = o.last
-	}
-	o.last = now
+// clock turns now into an offset from the start of the attempt, never
+// below the latest offset seen, so that time never goes backwards.
+func (o *Observer) clock(now time.Time) time.Duration {
 	if !o.begun {
-		o.begun = true
-		o.begin = now
+		o.begun, o.begin, o.last = true, now, 0
+		return 0
 	}
-	return now
+	off := max(now.Sub(o.begin), o.last)
+	o.last = off
+	return off
+}
+
+// peekClock is clock without recording now.
+func (o *Observer) peekClock(now time.Time) time.Duration {
+	if !o.begun {
+		return 0
+	}
+	return max(now.Sub(o.begin), o.last)
 }
 
 // Start is shorthand for StartAt(time.Now()).
@@ -140,16 +152,16 @@ func (o *Observer) ObserveAt(chunk []byte, now time.Time) error {
 	if o.err != nil {
 		return o.err
 	}
-	now = o.clock(now)
-	if e := o.guards(now); e != nil {
+	off := o.clock(now)
+	if e := o.guards(off); e != nil {
 		o.err = e
 		return e
 	}
 	if !o.observed {
 		o.observed = true
-		o.startedAt = now
+		o.startedAt = off
 	}
-	o.lastChunk = now
+	o.lastChunk = off
 	o.chunks++
 	o.rawBytes += int64(len(chunk))
 	if !o.parse {
@@ -159,18 +171,18 @@ func (o *Observer) ObserveAt(chunk []byte, now time.Time) error {
 	o.feed(chunk)
 	if o.chunkUse > 0 {
 		o.useful += o.chunkUse
-		o.addSample(now, o.chunkUse)
+		o.addSample(off, o.chunkUse)
 	}
 	if !o.cfg.Throughput.Enabled {
 		return nil
 	}
-	o.prune(now)
+	o.prune(off)
 	s := o.cfg.Throughput
 	rate := o.rate()
-	ready := now.Sub(o.startedAt) >= s.EffectiveWarmup()+s.Window
+	ready := off-o.startedAt >= o.readyAfter
 	measurable := o.windowBytes == 0 || o.windowBytes >= s.MinBytes
 	if ready && !o.protected && measurable && rate < float64(s.MinBytesPerSecond) {
-		e := newError(CodeThroughputTooLow, now.Sub(o.begin), s.Window)
+		e := newError(CodeThroughputTooLow, off, s.Window)
 		e.WindowBytes, e.Rate = o.windowBytes, rate
 		o.err = e
 		return e
@@ -194,8 +206,7 @@ func (o *Observer) CheckAt(now time.Time) error {
 	if !o.begun {
 		return nil
 	}
-	now = o.clock(now)
-	if e := o.guards(now); e != nil {
+	if e := o.guards(o.clock(now)); e != nil {
 		o.err = e
 		return e
 	}
@@ -203,20 +214,22 @@ func (o *Observer) CheckAt(now time.Time) error {
 }
 
 // guards applies the attempt deadline, then the idle timeout.
-func (o *Observer) guards(now time.Time) *Error {
-	if d := o.cfg.AttemptDeadline; d > 0 && now.Sub(o.begin) >= d {
-		return newError(CodeAttemptDeadline, now.Sub(o.begin), d)
+func (o *Observer) guards(off time.Duration) *Error {
+	if d := o.cfg.AttemptDeadline; d > 0 && off >= d {
+		return newError(CodeAttemptDeadline, off, d)
 	}
-	if d := o.cfg.IdleTimeout; d > 0 {
-		since := o.begin
-		if o.observed {
-			since = o.lastChunk
-		}
-		if now.Sub(since) >= d {
-			return newError(CodeIdleTimeout, now.Sub(o.begin), d)
-		}
+	if d := o.cfg.IdleTimeout; d > 0 && off-o.idleSince() >= d {
+		return newError(CodeIdleTimeout, off, d)
 	}
 	return nil
+}
+
+// idleSince returns the offset the idle period counts from.
+func (o *Observer) idleSince() time.Duration {
+	if o.observed {
+		return o.lastChunk
+	}
+	return 0
 }
 
 // DueAt returns the earliest time at which CheckAt would abort if no chunk
@@ -233,21 +246,20 @@ func (o *Observer) dueAt() (time.Time, bool) {
 	if o.err != nil || !o.begun {
 		return time.Time{}, false
 	}
-	var due time.Time
+	var due time.Duration
 	ok := false
 	if d := o.cfg.AttemptDeadline; d > 0 {
-		due, ok = o.begin.Add(d), true
+		due, ok = d, true
 	}
 	if d := o.cfg.IdleTimeout; d > 0 {
-		since := o.begin
-		if o.observed {
-			since = o.lastChunk
-		}
-		if t := since.Add(d); !ok || t.Before(due) {
+		if t := o.idleSince() + d; !ok || t < due {
 			due, ok = t, true
 		}
 	}
-	return due, ok
+	if !ok {
+		return time.Time{}, false
+	}
+	return o.begin.Add(due), true
 }
 
 // Err returns the error that aborted the attempt, or nil.
@@ -302,9 +314,7 @@ func (o *Observer) StatsAt(now time.Time) Stats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.lazyInit()
-	if now.Before(o.last) {
-		now = o.last
-	}
+	off := o.peekClock(now)
 	st := Stats{
 		Enabled:        o.cfg.Throughput.Enabled,
 		Chunks:         o.chunks,
@@ -317,17 +327,14 @@ func (o *Observer) StatsAt(now time.Time) Stats {
 	if o.err != nil {
 		st.Err = o.err
 	}
-	if o.begun {
-		st.Elapsed = now.Sub(o.begin)
-	}
+	st.Elapsed = off
 	if o.observed {
-		st.Started, st.LastChunk = o.startedAt, o.lastChunk
-		s := o.cfg.Throughput
-		st.Ready = now.Sub(o.startedAt) >= s.EffectiveWarmup()+s.Window
+		st.Started, st.LastChunk = o.begin.Add(o.startedAt), o.begin.Add(o.lastChunk)
+		st.Ready = off-o.startedAt >= o.readyAfter
 	}
-	cut := now.Add(-o.cfg.Throughput.Window)
+	cut := off - o.cfg.Throughput.Window
 	for k := range o.n {
-		if sm := o.ring[(o.head+k)%maxSamples]; !sm.at.Before(cut) {
+		if sm := o.ring[(o.head+k)%maxSamples]; sm.at >= cut {
 			st.WindowBytes += sm.bytes
 		}
 	}
@@ -339,10 +346,10 @@ func (o *Observer) rate() float64 {
 	return float64(o.windowBytes) / max(1, o.cfg.Throughput.Window.Seconds())
 }
 
-func (o *Observer) addSample(at time.Time, n int64) {
+func (o *Observer) addSample(at time.Duration, n int64) {
 	o.windowBytes += n
 	if o.n > 0 {
-		if last := &o.ring[(o.head+o.n-1)%maxSamples]; last.at.Equal(at) {
+		if last := &o.ring[(o.head+o.n-1)%maxSamples]; last.at == at {
 			last.bytes += n
 			return
 		}
@@ -359,9 +366,9 @@ func (o *Observer) addSample(at time.Time, n int64) {
 
 // prune drops samples older than now − window (a sample exactly one window
 // old stays).
-func (o *Observer) prune(now time.Time) {
-	cut := now.Add(-o.cfg.Throughput.Window)
-	for o.n > 0 && o.ring[o.head].at.Before(cut) {
+func (o *Observer) prune(off time.Duration) {
+	cut := off - o.cfg.Throughput.Window
+	for o.n > 0 && o.ring[o.head].at < cut {
 		o.windowBytes -= o.ring[o.head].bytes
 		o.head = (o.head + 1) % maxSamples
 		o.n--
