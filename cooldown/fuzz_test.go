@@ -1,6 +1,8 @@
 package cooldown
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,6 +97,50 @@ func FuzzOperations(f *testing.F) {
 					t.Fatalf("step %d: %s cools with cooling disabled", i, c)
 				}
 			}
+		}
+	})
+}
+
+// FuzzFormatWait checks that every duration renders as "[Nh][ Nm][ Ns]"
+// with at least one part and seconds rounded up.
+func FuzzFormatWait(f *testing.F) {
+	for _, d := range []int64{0, -1, 1, int64(time.Second), int64(125 * time.Second), int64(time.Hour), 1<<63 - 1, -1 << 63} {
+		f.Add(d)
+	}
+	f.Fuzz(func(t *testing.T, n int64) {
+		d := time.Duration(n)
+		s := FormatWait(d)
+		var h, m, sec int64
+		parts := strings.Fields(s)
+		if len(parts) == 0 || len(parts) > 3 {
+			t.Fatalf("FormatWait(%v) = %q", d, s)
+		}
+		for _, p := range parts {
+			var v int64
+			var unit byte
+			if _, err := fmt.Sscanf(p, "%d%c", &v, &unit); err != nil || v < 0 {
+				t.Fatalf("FormatWait(%v) = %q: bad part %q", d, s, p)
+			}
+			switch unit {
+			case 'h':
+				h = v
+			case 'm':
+				m = v
+			case 's':
+				sec = v
+			default:
+				t.Fatalf("FormatWait(%v) = %q: bad unit", d, s)
+			}
+		}
+		total := h*3600 + m*60 + sec
+		if d <= 0 {
+			if s != "0s" {
+				t.Fatalf("FormatWait(%v) = %q, want 0s", d, s)
+			}
+			return
+		}
+		if time.Duration(total-1)*time.Second >= d || (total < 1<<33 && time.Duration(total)*time.Second < d) {
+			t.Fatalf("FormatWait(%v) = %q (%d s) does not round up", d, s, total)
 		}
 	})
 }
