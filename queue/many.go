@@ -104,7 +104,7 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 			g.lastUse = now
 		}
 		q.mu.Unlock()
-		t, gen := q.newTicket(gates...)
+		t, gen := q.newTicket(nil, gates)
 		return Grant{t: t, gen: gen}, nil
 	}
 	q.enqueueLocked(w)
@@ -120,7 +120,7 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 		}
 		return Grant{}, err
 	}
-	t, gen := q.newTicket(gates...)
+	t, gen := q.newTicket(nil, gates)
 	return Grant{t: t, gen: gen}, nil
 }
 

@@ -84,19 +84,20 @@ func (w *waiter) poke() {
 	}
 }
 
-// ticket records the gates a grant holds. Tickets are pooled; gen makes a
-// stale release of a reused ticket a no-op.
+// ticket records the gates a grant holds: one, or many for AcquireMany.
+// Tickets are pooled; gen makes a stale release of a reused ticket a no-op.
 type ticket struct {
 	q     *Queue
+	one   *gate
 	gates []*gate
 	gen   atomic.Uint64
 }
 
 var ticketPool = sync.Pool{New: func() any { return new(ticket) }}
 
-func (q *Queue) newTicket(gates ...*gate) (*ticket, uint64) {
+func (q *Queue) newTicket(one *gate, gates []*gate) (*ticket, uint64) {
 	t := ticketPool.Get().(*ticket)
-	t.q = q
+	t.q, t.one = q, one
 	t.gates = append(t.gates[:0], gates...)
 	return t, t.gen.Load()
 }
@@ -108,19 +109,26 @@ func (t *ticket) release(gen uint64) {
 	}
 	q := t.q
 	q.mu.Lock()
-	waiting := false
-	for _, g := range t.gates {
+	if g := t.one; g != nil {
 		g.running--
 		g.touched = true
-		waiting = waiting || g.waiters.Len() > 0
-	}
-	if waiting {
-		q.dispatchLocked(t.gates, time.Now())
+		if g.waiters.Len() > 0 {
+			q.dispatchLocked([]*gate{g}, time.Now())
+		}
+	} else {
+		waiting := false
+		for _, g := range t.gates {
+			g.running--
+			g.touched = true
+			waiting = waiting || g.waiters.Len() > 0
+		}
+		if waiting {
+			q.dispatchLocked(t.gates, time.Now())
+		}
 	}
 	q.mu.Unlock()
 	clear(t.gates)
-	t.gates = t.gates[:0]
-	t.q = nil
+	t.q, t.one, t.gates = nil, nil, t.gates[:0]
 	ticketPool.Put(t)
 }
 
@@ -272,10 +280,14 @@ func (g *gate) start(now time.Time) {
 	}
 }
 
-// readyNow reports whether a request may start on g at now, given cap.
+// readyNow reports whether a request may start on g at now, given cap. A
+// zero now means that nothing time-dependent applies (see clocked).
 func (g *gate) readyNow(cap int, rated bool, now time.Time) bool {
 	if cap > 0 && g.running >= cap {
 		return false
+	}
+	if now.IsZero() {
+		return true
 	}
 	if g.blockedUntil.After(now) {
 		return false
@@ -529,7 +541,7 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 			g.start(now)
 		}
 		q.mu.Unlock()
-		t, gen := q.newTicket(g)
+		t, gen := q.newTicket(g, nil)
 		return func() { t.release(gen) }, nil
 	}
 	if now.IsZero() {
@@ -547,7 +559,7 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 	if err != nil {
 		return nil, err
 	}
-	t, gen := q.newTicket(g)
+	t, gen := q.newTicket(g, nil)
 	return func() { t.release(gen) }, nil
 }
 
@@ -589,6 +601,6 @@ func (q *Queue) TryAcquireAt(key string, now time.Time) (release func(), ok bool
 	g.lastUse = now
 	g.start(now)
 	q.mu.Unlock()
-	t, gen := q.newTicket(g)
+	t, gen := q.newTicket(g, nil)
 	return func() { t.release(gen) }, true
 }
