@@ -397,3 +397,36 @@ func TestBodyIdleTimerRearmsOnProgress(t *testing.T) {
 		require.NoError(t, b.Close())
 	})
 }
+
+func TestBodyWrapAtPastStartHitsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := script(t, []chunkAt{{time.Hour, chat("late")}}, nil)
+		var r record
+		b := WrapAt(up, Config{AttemptDeadline: time.Minute}, r.options(false, nil), time.Now().Add(-2*time.Minute))
+		_, err := b.Read(make([]byte, 64))
+		assert.ErrorIs(t, err, ErrAttemptDeadline)
+		assert.Equal(t, int32(1), r.finals.Load())
+		require.NoError(t, b.Close())
+	})
+}
+
+// Close racing with the idle timer still finalises exactly once.
+func TestBodyCloseRacesTimer(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			up := script(t, []chunkAt{{time.Hour, chat("late")}}, nil)
+			var r record
+			b := Wrap(up, Config{IdleTimeout: time.Second}, r.options(false, nil))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = b.Read(make([]byte, 64))
+			}()
+			time.Sleep(time.Second)
+			_ = b.Close()
+			<-done
+			assert.Equal(t, int32(1), r.finals.Load())
+			assert.LessOrEqual(t, r.aborts.Load(), int32(1))
+		})
+	}
+}

@@ -374,3 +374,16 @@ func TestObserverConcurrentUse(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(4*125*3), o.StatsAt(at(5000)).UsefulBytes)
 }
+
+// A reasoning phase that never emits text is never judged by the throughput
+// rule; the attempt deadline covers it.
+func TestReasoningPhaseNeedsTheDeadline(t *testing.T) {
+	cfg := enabled(0, 1000, 10, 1)
+	cfg.AttemptDeadline = time.Minute
+	o := NewObserver(cfg)
+	for ms := int64(0); ms < 60000; ms += 1000 {
+		require.NoError(t, o.ObserveAt([]byte(thinking), at(ms)), "t=%d", ms)
+	}
+	assert.True(t, o.StatsAt(at(59000)).ProtectedPhase)
+	assert.ErrorIs(t, o.ObserveAt([]byte(thinking), at(60000)), ErrAttemptDeadline)
+}
