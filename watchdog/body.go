@@ -75,7 +75,8 @@ type Body struct {
 	done      bool          // Finalize ran
 	abortDone chan struct{} // closed when an abort has been handled
 	upClosed  bool          // the upstream body was closed
-	delivered atomic.Int64
+
+	delivered atomic.Int64 // bytes handed to the reader
 
 	// Read's own state.
 	holding bool   // heartbeats are being held back
@@ -119,6 +120,12 @@ func (b *Body) Err() error { return b.obs.Err() }
 
 // fire runs on the timer's goroutine when a time guard may be due.
 func (b *Body) fire() {
+	b.mu.Lock()
+	over := b.done || b.closed
+	b.mu.Unlock()
+	if over {
+		return
+	}
 	err := b.obs.Check()
 	if err == nil {
 		b.mu.Lock()
