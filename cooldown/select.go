@@ -51,8 +51,10 @@ func (t *Tracker) Select(dst, candidates []string) Selection {
 // candidates (with the in-memory store).
 func (t *Tracker) SelectAt(dst, candidates []string, now time.Time) Selection {
 	sel := Selection{Available: dst[:0]}
+	var s Status
 	for _, c := range candidates {
-		s := t.StatusAt(c, now)
+		s = Status{}
+		t.statusInto(c, now, &s)
 		switch {
 		case s.State == Available:
 			sel.Available = append(sel.Available, c)

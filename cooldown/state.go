@@ -241,19 +241,30 @@ type Entry struct {
 
 // StatusAt derives the connection's status at now.
 func (e *Entry) StatusAt(now time.Time) Status {
+	var s Status
+	e.statusInto(now, &s)
+	return s
+}
+
+// statusInto writes the status at now into the zero Status s. Writing the
+// fields in place avoids copying the struct through each call.
+func (e *Entry) statusInto(now time.Time, s *Status) {
 	switch e.State {
 	case Banned, Expired:
-		return Status{State: e.State, Reason: e.Reason, Level: e.Level}
+		s.State, s.Reason, s.Level = e.State, e.Reason, e.Level
+		return
 	case CreditsExhausted:
 		if e.Until.IsZero() || now.Before(e.Until) {
-			return Status{State: CreditsExhausted, Until: e.Until, Reason: e.Reason, Level: e.Level}
+			s.State, s.Until, s.Reason, s.Level = CreditsExhausted, e.Until, e.Reason, e.Level
+			return
 		}
-		return Status{Level: e.Level}
+		s.Level = e.Level
+		return
 	}
 	if now.Before(e.Until) {
-		return Status{State: Cooling, Until: e.Until, Reason: e.Reason, Level: e.Level}
+		s.State, s.Until, s.Reason = Cooling, e.Until, e.Reason
 	}
-	return Status{Level: e.Level}
+	s.Level = e.Level
 }
 
 // Info is one connection's state as listed by [Tracker.SnapshotAt].

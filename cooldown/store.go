@@ -86,17 +86,15 @@ func (s *MemoryStore) Load(conn string) (Entry, bool) {
 	return Entry{}, false
 }
 
-// statusAt is the hot path of [Tracker.StatusAt]: it derives the status
-// without copying the entry.
-func (s *MemoryStore) statusAt(conn string, now time.Time) Status {
+// statusAt is the hot path of [Tracker.StatusAt]: it writes conn's status
+// at now into the zero Status st without copying the entry.
+func (s *MemoryStore) statusAt(conn string, now time.Time, st *Status) {
 	sh := s.shard(conn)
 	sh.mu.RLock()
-	var st Status
 	if p := sh.m[conn]; p != nil {
-		st = p.StatusAt(now)
+		p.statusInto(now, st)
 	}
 	sh.mu.RUnlock()
-	return st
 }
 
 // Update runs fn on conn's entry under the entry's shard lock.

@@ -68,14 +68,20 @@ func (t *Tracker) Status(conn string) Status { return t.StatusAt(conn, time.Now(
 // StatusAt returns conn's status at now. It does not allocate (with the
 // in-memory store).
 func (t *Tracker) StatusAt(conn string, now time.Time) Status {
+	var s Status
+	t.statusInto(conn, now, &s)
+	return s
+}
+
+// statusInto writes conn's status at now into the zero Status s.
+func (t *Tracker) statusInto(conn string, now time.Time, s *Status) {
 	if t.mem != nil {
-		return t.mem.statusAt(conn, now)
+		t.mem.statusAt(conn, now, s)
+		return
 	}
-	e, ok := t.store.Load(conn)
-	if !ok {
-		return Status{}
+	if e, ok := t.store.Load(conn); ok {
+		e.statusInto(now, s)
 	}
-	return e.StatusAt(now)
 }
 
 // Check is shorthand for CheckAt(conn, time.Now()).
