@@ -36,9 +36,12 @@ func classify(data, name []byte) eventInfo {
 		s := jscan{b: trimmed}
 		r, valid = s.root()
 	}
-	var tbuf [256]byte
 	if valid && len(r.typ) > 0 {
-		typeName = decodeInto(tbuf[:0], r.typ)
+		typeName = r.typ
+		if bytes.IndexByte(r.typ, '\\') >= 0 {
+			var buf [256]byte
+			typeName = decodeInto(buf[:0], r.typ)
+		}
 	}
 	info.ping = asciiEqualFold(typeName, "ping")
 	info.isError = (valid && r.hasError) || asciiEqualFold(typeName, "error") ||
@@ -345,8 +348,7 @@ func (s *jscan) rootDelta(useful *int64, prot *bool) bool {
 				if !ok {
 					return false
 				}
-				var buf [256]byte
-				typProt = containsAnyFold(decodeInto(buf[:0], raw), protectedTypeWords[:])
+				typProt = rawContainsAnyFold(raw, protectedTypeWords[:])
 				continue
 			}
 		}
@@ -378,8 +380,7 @@ func (s *jscan) contentBlock(prot *bool) bool {
 				if !ok {
 					return false
 				}
-				var buf [256]byte
-				*prot = containsAnyFold(decodeInto(buf[:0], raw), protectedBlockWords[:])
+				*prot = rawContainsAnyFold(raw, protectedBlockWords[:])
 				continue
 			}
 		}
@@ -720,12 +721,23 @@ func asciiEqualFold(s []byte, w string) bool {
 // containsAnyFold reports whether s contains any of the lower-case ASCII
 // words, ignoring ASCII case.
 func containsAnyFold(s []byte, words []string) bool {
-	for _, w := range words {
-		for i := 0; i+len(w) <= len(s); i++ {
-			if asciiEqualFold(s[i:i+len(w)], w) {
+	for i := range s {
+		c := lowerASCII(s[i])
+		for _, w := range words {
+			if c == w[0] && len(s)-i >= len(w) && asciiEqualFold(s[i:i+len(w)], w) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// rawContainsAnyFold is containsAnyFold on a raw JSON string, decoding its
+// escapes (up to 256 bytes) only when it has any.
+func rawContainsAnyFold(raw []byte, words []string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return containsAnyFold(raw, words)
+	}
+	var buf [256]byte
+	return containsAnyFold(decodeInto(buf[:0], raw), words)
 }
