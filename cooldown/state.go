@@ -89,8 +89,9 @@ func (s Status) Wait(now time.Time) time.Duration {
 // Failure describes one failed attempt on a connection, as classified by
 // the caller. Exactly which length a cooldown gets is decided, in order, by:
 // a terminal flag (no cooldown); RetryAfter when the connection's profile
-// honours hints; Cooldown; the profile's backoff when Backoff is set; else no
-// cooldown (the error is only recorded).
+// honours hints; Cooldown; the profile's backoff when Backoff is set; the
+// profile's base cooldown when Base is set; else no cooldown (the error is
+// only recorded).
 type Failure struct {
 	// Status is the HTTP status, after any restatement.
 	Status int
@@ -113,6 +114,9 @@ type Failure struct {
 	// Backoff asks for the profile's exponential backoff when neither a
 	// hint nor a fixed cooldown applies; it raises the level by one.
 	Backoff bool
+	// Base asks for the profile's base cooldown, without escalation, when
+	// no hint, fixed cooldown or backoff applies; the level is unchanged.
+	Base bool
 
 	// Permanent marks a ban (deactivated or suspended account, or a
 	// forbidden answer the classifier deems permanent): the connection

@@ -251,6 +251,8 @@ func (t *Tracker) length(e *Entry, f Failure, level int) (time.Duration, int, bo
 		return min(f.Cooldown, t.cfg.MaxHint), level, false
 	case f.Backoff:
 		return Backoff(p, level), min(level+1, p.Steps), false
+	case f.Base:
+		return min(p.Base, p.Max), level, false
 	}
 	return 0, level, false
 }

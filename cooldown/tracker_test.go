@@ -154,6 +154,20 @@ func TestFixedCooldowns(t *testing.T) {
 	}
 }
 
+// Anything else (409, 422, …) gets the profile's base cooldown, without
+// escalation.
+func TestBaseCooldown(t *testing.T) {
+	tr := New(Config{})
+	tr.Register("o1", Options{Class: OAuth})
+	now := withLevel(t, tr, "k1", 2)
+	f := Failure{Status: 409, Reason: "unknown", Base: true}
+	r := tr.FailAt("k1", f, now)
+	assert.Equal(t, Episode, r.Action)
+	assert.Equal(t, 3*time.Second, r.Cooldown)
+	assert.Equal(t, 2, r.Status.Level)
+	assert.Equal(t, 5*time.Second, tr.FailAt("o1", f, t0).Cooldown)
+}
+
 // M3.3 scenario 14: failures without a cooldown are only recorded.
 func TestRecordedWithoutCooldown(t *testing.T) {
 	tr := New(Config{})
