@@ -21,6 +21,7 @@ var fuzzFailures = []Failure{
 	{Status: 403, Reason: "auth_error", Permanent: true},
 	{Status: 403, Reason: "request_rejected", RequestRejected: true},
 	{Status: 429, Reason: "rate_limit_exceeded", RetryAfter: 1 << 62},
+	{Status: 409, Reason: "unknown", Base: true},
 }
 
 // FuzzOperations runs random operation sequences and checks the invariants:
