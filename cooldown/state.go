@@ -280,9 +280,10 @@ type Info struct {
 	Class    Class
 	// Status is the connection's status at the snapshot time.
 	Status Status
-	// LastError, ErrorStatus, ErrorCode and LastErrorAt describe the last
-	// recorded failure.
+	// LastError, Reason, ErrorStatus, ErrorCode and LastErrorAt describe
+	// the last recorded failure.
 	LastError   string
+	Reason      string
 	ErrorStatus int
 	ErrorCode   string
 	LastErrorAt time.Time

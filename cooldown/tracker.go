@@ -408,7 +408,7 @@ func (t *Tracker) SnapshotAt(now time.Time) []Info {
 		out = append(out, Info{
 			Conn: conn, Provider: e.Options.Provider, Class: e.Options.Class,
 			Status:    e.StatusAt(now),
-			LastError: e.LastError, ErrorStatus: e.ErrorStatus, ErrorCode: e.ErrorCode, LastErrorAt: e.LastErrorAt,
+			LastError: e.LastError, Reason: e.Reason, ErrorStatus: e.ErrorStatus, ErrorCode: e.ErrorCode, LastErrorAt: e.LastErrorAt,
 			Streak: e.Streak, Rechecks: e.Rechecks, EgressIP: e.EgressIP,
 		})
 		return true

@@ -181,7 +181,7 @@ func TestRecordedWithoutCooldown(t *testing.T) {
 	tr.FailAt("k1", Failure{Status: 400, Reason: "model_capacity", Message: "maximum context length exceeded"}, t0)
 	info = tr.SnapshotAt(t0)
 	require.Len(t, info, 1)
-	assert.Equal(t, Info{Conn: "k1", Provider: "openai", LastError: "maximum context length exceeded", ErrorStatus: 400, LastErrorAt: t0}, info[0])
+	assert.Equal(t, Info{Conn: "k1", Provider: "openai", LastError: "maximum context length exceeded", Reason: "model_capacity", ErrorStatus: 400, LastErrorAt: t0}, info[0])
 
 	r = tr.FailAt("k1", Failure{Status: 400, Reason: "rate_limit_exceeded", Message: "Detected high-frequency non-compliant requests", Backoff: true}, t0)
 	assert.Equal(t, ms(3000), r.Cooldown)
@@ -414,7 +414,7 @@ func TestDisableCooling(t *testing.T) {
 	}
 	info := tr.SnapshotAt(t0)
 	require.Len(t, info, 1)
-	assert.Equal(t, Info{Conn: "k1", Status: Status{Level: 5}, LastError: "upstream down", ErrorStatus: 503, LastErrorAt: t0}, info[0])
+	assert.Equal(t, Info{Conn: "k1", Status: Status{Level: 5}, LastError: "upstream down", Reason: "server_error", ErrorStatus: 503, LastErrorAt: t0}, info[0])
 	assert.Equal(t, Terminated, tr.FailAt("k1", Failure{Status: 401}, t0).Action, "terminal states still apply")
 }
 
