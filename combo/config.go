@@ -1,0 +1,55 @@
+package combo
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/routeguard/routeguard/affinity"
+	"github.com/routeguard/routeguard/breaker"
+	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/lease"
+	"github.com/routeguard/routeguard/lockout"
+	"github.com/routeguard/routeguard/queue"
+	"github.com/routeguard/routeguard/restate"
+	"github.com/routeguard/routeguard/watchdog"
+)
+
+// Config holds the layers a [Router] asks. Every layer is optional: a nil
+// layer is neither asked nor told anything.
+type Config struct {
+	// Breakers is the provider circuit breaker set.
+	Breakers *breaker.Set
+	// Gate is the opt-in provider cooldown window gate.
+	Gate *breaker.Gate
+	// Cooldowns keeps per-connection cooldowns and terminal states. The
+	// router reports failures and successes by connection id; register
+	// each connection with the tracker (provider tag, auth class, extra
+	// keys) to give it its profile.
+	Cooldowns *cooldown.Tracker
+	// Lockouts keeps per-model lockouts.
+	Lockouts *lockout.Lockout
+	// Pins keeps session affinity pins.
+	Pins *affinity.Pins
+	// Leases keeps exclusive session leases.
+	Leases *lease.Manager
+	// Queue admits attempts per connection (the key is the target's
+	// connection id, or its provider when it names no connection).
+	Queue *queue.Queue
+	// Classifier restates and classifies failures; nil means
+	// restate.Default.
+	Classifier *restate.Classifier
+	// Watchdog guards streamed answers; the zero value guards nothing but
+	// still holds a stream back until its first useful output.
+	Watchdog watchdog.Config
+
+	// Strategies adds or replaces strategies by name.
+	Strategies map[string]Strategy
+	// Now is the router's clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives one record per failed or skipped attempt; nil
+	// discards.
+	Logger *slog.Logger
+	// OnAttempt, if set, is called after every attempt with its trail
+	// entry, from the goroutine that ran the request.
+	OnAttempt func(Attempt)
+}

@@ -1,0 +1,502 @@
+package combo_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/routeguard/routeguard/affinity"
+	"github.com/routeguard/routeguard/breaker"
+	"github.com/routeguard/routeguard/combo"
+	"github.com/routeguard/routeguard/combo/combotest"
+	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/lease"
+	"github.com/routeguard/routeguard/lockout"
+	"github.com/routeguard/routeguard/queue"
+	"github.com/routeguard/routeguard/watchdog"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fleet is a set of fake providers, one upstream each, and a router with
+// every layer on.
+type fleet struct {
+	up     map[string]*combotest.Upstream
+	router *combo.Router
+	cfg    combo.Config
+}
+
+func newFleet(t *testing.T, providers ...string) *fleet {
+	t.Helper()
+	f := &fleet{up: map[string]*combotest.Upstream{}}
+	for _, p := range providers {
+		u := combotest.New()
+		t.Cleanup(u.Close)
+		f.up[p] = u
+	}
+	f.cfg = combo.Config{
+		Breakers:  breaker.NewSet(breaker.Config{}),
+		Cooldowns: cooldown.New(cooldown.Config{}),
+		Lockouts:  lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}}),
+		Pins:      affinity.New(affinity.Config{Settings: affinity.Settings{TTL: time.Hour}}),
+		Leases:    lease.New(lease.Config{}),
+		Queue:     queue.New(queue.Config{}),
+	}
+	f.router = combo.New(f.cfg)
+	return f
+}
+
+// rebuild makes a new router after f.cfg changed.
+func (f *fleet) rebuild() { f.router = combo.New(f.cfg) }
+
+// send dispatches to the target's provider upstream with the connection id
+// as bearer token and the model in the path.
+func (f *fleet) send(ctx context.Context, t *combo.Target) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		"http://"+t.Provider+".test/v1/chat/completions?model="+t.Model, strings.NewReader(`{}`))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+t.Connection)
+	return f.up[t.Provider].Transport().RoundTrip(req)
+}
+
+func (f *fleet) do(t *testing.T, c *combo.Combo, opts ...func(*combo.Request)) (*combo.Result, error) {
+	t.Helper()
+	req := combo.Request{Combo: c}
+	for _, o := range opts {
+		o(&req)
+	}
+	res, err := f.router.Do(context.Background(), req, f.send)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, res.Response.Body)
+		res.Response.Body.Close()
+	}
+	return res, err
+}
+
+func outcomes(res *combo.Result) []string {
+	var out []string
+	for _, a := range res.Attempts {
+		s := a.Target.Provider + "/" + a.Target.Connection + "/" + a.Target.Model + ":" + string(a.Outcome)
+		if a.Status != 0 {
+			s += ":" + http.StatusText(a.Status)
+		}
+		if a.Reason != "" {
+			s += ":" + string(a.Reason)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func target(p, c, m string) combo.Target {
+	return combo.Target{Provider: p, Connection: c, Model: m}
+}
+
+func TestPriorityFallsBackToNextTarget(t *testing.T) {
+	f := newFleet(t, "openai", "anthropic")
+	f.up["openai"].Script("k1", combotest.Error(500, "boom"))
+	c := &combo.Combo{Name: "smart", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, "anthropic", res.Target.Provider)
+	assert.Equal(t, []string{
+		"openai/k1/gpt-4o:failed:Internal Server Error",
+		"anthropic/a1/claude:succeeded:OK",
+	}, outcomes(res))
+}
+
+func TestOpenBreakerMovesTrafficWithoutTouchingProvider(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai", "anthropic")
+		f.cfg.Lockouts = nil // a locked model would keep traffic away before the breaker opens
+		f.rebuild()
+		f.up["openai"].Script("", combotest.Error(503, "unavailable"))
+		c := &combo.Combo{Name: "smart", Targets: []combo.Target{target("openai", "", "gpt-4o"), target("anthropic", "a1", "claude")}}
+		// APIKey profile: open at 12 failures.
+		for i := range 12 {
+			res, err := f.do(t, c)
+			require.NoError(t, err, "request %d", i)
+			assert.Equal(t, "anthropic", res.Target.Provider)
+		}
+		require.Equal(t, 12, f.up["openai"].Total())
+		s, wait := f.cfg.Breakers.State("openai")
+		require.Equal(t, breaker.Open, s)
+		assert.Equal(t, 30*time.Second, wait)
+
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"anthropic/a1/claude:succeeded:OK"}, outcomes(res))
+		assert.Equal(t, 12, f.up["openai"].Total(), "the open provider is not called")
+
+		// After the reset time one probe goes through and closes it.
+		time.Sleep(30 * time.Second)
+		f.up["openai"].Script("", combotest.OK("back"))
+		res, err = f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, "openai", res.Target.Provider)
+		s, _ = f.cfg.Breakers.State("openai")
+		assert.Equal(t, breaker.Closed, s)
+	})
+}
+
+func TestRetryAfterCoolsOneKeyWhileSiblingServes(t *testing.T) {
+	f := newFleet(t, "openai")
+	f.up["openai"].Script("k1", combotest.RateLimited(20*time.Second))
+	c := &combo.Combo{Name: "keys", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("openai", "k2", "gpt-4o")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, "k2", res.Target.Connection)
+
+	st := f.cfg.Cooldowns.Status("k1")
+	assert.Equal(t, cooldown.Cooling, st.State)
+	assert.InDelta(t, 20, time.Until(st.Until).Seconds(), 1)
+
+	res, err = f.do(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, "k2", res.Target.Connection)
+	assert.Equal(t, 1, f.up["openai"].Count("k1"), "the cooling key is not called again")
+	assert.Equal(t, 2, f.up["openai"].Count("k2"))
+}
+
+func TestNotFoundLocksOneModelOnly(t *testing.T) {
+	f := newFleet(t, "openai")
+	f.up["openai"].Handle("k1", func(c combotest.Call) combotest.Reply {
+		if strings.Contains(c.Header.Get("X-Model"), "retired") {
+			return combotest.Error(404, "model not found")
+		}
+		return combotest.OK("fine")
+	})
+	send := func(ctx context.Context, t *combo.Target) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://openai.test/v1/chat/completions", nil)
+		req.Header.Set("Authorization", "Bearer "+t.Connection)
+		req.Header.Set("X-Model", t.Model)
+		return f.up["openai"].Transport().RoundTrip(req)
+	}
+	old := &combo.Combo{Name: "old", Targets: []combo.Target{target("openai", "k1", "retired-1")}}
+	_, err := f.router.Do(context.Background(), combo.Request{Combo: old}, send)
+	var ue *combo.UpstreamError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, 404, ue.Status)
+
+	_, _, locked := f.cfg.Lockouts.Locked("openai", "k1", "retired-1")
+	assert.True(t, locked, "the model is locked")
+	assert.Equal(t, cooldown.Available, f.cfg.Cooldowns.Status("k1").State, "the connection is not cooled")
+
+	fresh := &combo.Combo{Name: "new", Targets: []combo.Target{target("openai", "k1", "gpt-4o")}}
+	res, err := f.router.Do(context.Background(), combo.Request{Combo: fresh}, send)
+	require.NoError(t, err)
+	res.Response.Body.Close()
+	assert.Equal(t, "gpt-4o", res.Target.Model)
+
+	_, err = f.router.Do(context.Background(), combo.Request{Combo: old}, send)
+	assert.ErrorIs(t, err, combo.ErrAllCoolingDown)
+	assert.Equal(t, 2, f.up["openai"].Count("k1"), "the locked model is not sent again")
+}
+
+func TestAgentrouterQuotaIsRestatedTo429(t *testing.T) {
+	f := newFleet(t, "agentrouter", "openai")
+	f.up["agentrouter"].Script("", combotest.Error(403, "额度不足, please top up"))
+	c := &combo.Combo{Name: "ar", Targets: []combo.Target{target("agentrouter", "r1", "claude"), target("openai", "k1", "gpt-4o")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	require.Len(t, res.Attempts, 2)
+	assert.Equal(t, 429, res.Attempts[0].Status, "403 restated to 429")
+	assert.Equal(t, "openai", res.Target.Provider)
+}
+
+func TestBadRequestDoesNotFallBack(t *testing.T) {
+	f := newFleet(t, "openai", "anthropic")
+	f.up["openai"].Script("", combotest.Error(400, "missing field messages"))
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
+	_, err := f.do(t, c)
+	var ue *combo.UpstreamError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, 400, ue.Status)
+	assert.Contains(t, string(ue.Body), "missing field")
+	assert.Equal(t, 0, f.up["anthropic"].Total())
+}
+
+func TestAllFailedReturnsLastUpstreamAnswer(t *testing.T) {
+	f := newFleet(t, "openai", "anthropic")
+	f.up["openai"].Script("", combotest.Error(500, "a"))
+	f.up["anthropic"].Script("", combotest.Error(502, "b"))
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
+	res, err := f.do(t, c)
+	var ue *combo.UpstreamError
+	require.ErrorAs(t, err, &ue)
+	assert.ErrorIs(t, err, combo.ErrUpstream)
+	assert.Equal(t, 502, ue.Status)
+	assert.Len(t, res.Attempts, 2)
+	assert.Len(t, ue.Attempts, 2)
+}
+
+// Terminal answers (combo contract 6e, scenarios 1, 2, 5, 6 and 4).
+func TestTerminalAnswers(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name       string
+		setup      func(f *fleet)
+		wantStatus int
+		wantRetry  string
+		wantReason map[string]combo.Reason
+	}{
+		{
+			name: "both models locked",
+			setup: func(f *fleet) {
+				f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "a", Model: "m", Status: 429, Cooldown: 60 * time.Second}, now)
+				f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "claude", Connection: "b", Model: "m", Status: 429, Cooldown: 120 * time.Second}, now)
+			},
+			wantStatus: 503, wantRetry: "60",
+			wantReason: map[string]combo.Reason{"openai": combo.ReasonModelLockout, "claude": combo.ReasonModelLockout},
+		},
+		{
+			name: "locked and unavailable",
+			setup: func(f *fleet) {
+				f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "a", Model: "m", Status: 429, Cooldown: 60 * time.Second}, now)
+				f.cfg.Cooldowns.FailAt("b", cooldown.Failure{Status: 401}, now)
+			},
+			wantStatus: 503, wantRetry: "60",
+			wantReason: map[string]combo.Reason{"openai": combo.ReasonModelLockout, "claude": combo.ReasonUnavailable},
+		},
+		{
+			name: "both connections cooling 5 s",
+			setup: func(f *fleet) {
+				f.cfg.Cooldowns.FailAt("a", cooldown.Failure{Status: 429, Cooldown: 5 * time.Second}, now)
+				f.cfg.Cooldowns.FailAt("b", cooldown.Failure{Status: 429, Cooldown: 5 * time.Second}, now)
+			},
+			wantStatus: 503, wantRetry: "5",
+			wantReason: map[string]combo.Reason{"openai": combo.ReasonConnectionCooldown, "claude": combo.ReasonConnectionCooldown},
+		},
+		{
+			name: "both unavailable",
+			setup: func(f *fleet) {
+				f.cfg.Cooldowns.FailAt("a", cooldown.Failure{Status: 401}, now)
+				f.cfg.Cooldowns.FailAt("b", cooldown.Failure{Status: 403, Permanent: true}, now)
+			},
+			wantStatus: 404,
+			wantReason: map[string]combo.Reason{"openai": combo.ReasonUnavailable, "claude": combo.ReasonUnavailable},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, "openai", "claude")
+			f.cfg.Now = func() time.Time { return now }
+			f.rebuild()
+			tt.setup(f)
+			c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m"), target("claude", "b", "m")},
+				Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+			res, err := f.do(t, c)
+			var te *combo.TerminalError
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, tt.wantStatus, te.Status)
+			assert.Equal(t, 0, f.up["openai"].Total()+f.up["claude"].Total(), "no dispatch")
+			assert.Empty(t, res.Attempts)
+			assert.Equal(t, 2, te.PoolSize)
+			assert.Equal(t, 0, te.Attempted)
+			got := map[string]combo.Reason{}
+			for _, x := range te.Excluded {
+				got[x.Provider] = x.Reason
+			}
+			assert.Equal(t, tt.wantReason, got)
+			resp := te.Response(nil)
+			assert.Equal(t, tt.wantRetry, resp.Header.Get("Retry-After"))
+			assert.Equal(t, te.TerminalReason, resp.Header.Get("X-Omniroute-Combo-Terminal-Reason"))
+			for _, p := range []string{"openai", "claude"} {
+				s, _ := f.cfg.Breakers.State(p)
+				assert.Equal(t, breaker.Closed, s)
+			}
+		})
+	}
+}
+
+func TestSessionStaysOnItsConnection(t *testing.T) {
+	f := newFleet(t, "openai")
+	c := &combo.Combo{Name: "rr", Strategy: combo.StrategyRoundRobin,
+		Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m"), target("openai", "k3", "m")}}
+	session := func(r *combo.Request) { r.Session = "agent-42" }
+	first, err := f.do(t, c, session)
+	require.NoError(t, err)
+	for i := range 5 {
+		res, err := f.do(t, c, session)
+		require.NoError(t, err)
+		assert.Equal(t, first.Target.Connection, res.Target.Connection, "request %d", i)
+	}
+	// Without a session, round-robin spreads the load.
+	seen := map[string]bool{}
+	for range 3 {
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		seen[res.Target.Connection] = true
+	}
+	assert.Len(t, seen, 3)
+}
+
+func TestStaleLeaseRefusedBeforeUpstream(t *testing.T) {
+	f := newFleet(t, "openai")
+	owner, err := lease.NewOwner()
+	require.NoError(t, err)
+	l, _, err := f.cfg.Leases.Acquire(context.Background(), lease.Claim{
+		Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k2"}})
+	require.NoError(t, err)
+	require.Equal(t, "k2", l.Connection)
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m")}}
+
+	res, err := f.do(t, c, func(r *combo.Request) {
+		r.Lease = &combo.LeaseClaim{Owner: owner, APIKeyID: "kid", Generation: int64(l.Generation)}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "k2", res.Target.Connection, "the lease restricts to its connection")
+
+	_, err = f.do(t, c, func(r *combo.Request) {
+		r.Lease = &combo.LeaseClaim{Owner: owner, APIKeyID: "kid", Generation: int64(l.Generation) + 1}
+	})
+	var le *lease.Error
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, 1, f.up["openai"].Total(), "no upstream call for a stale generation")
+}
+
+func TestSlowStreamCutBeforeCommitCompletesElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "slow", "fast")
+		f.cfg.Watchdog = watchdog.Config{Throughput: watchdog.Settings{Enabled: true}}
+		f.rebuild()
+		beats := make([]combotest.Event, 200)
+		for i := range beats {
+			beats[i] = combotest.Heartbeat()
+		}
+		f.up["slow"].Script("", combotest.SSE(time.Second, beats...))
+		f.up["fast"].Script("", combotest.TextStream(10*time.Millisecond, "Hello", " world"))
+		c := &combo.Combo{Name: "s", Targets: []combo.Target{target("slow", "s1", "m"), target("fast", "f1", "m")}}
+		start := time.Now()
+		res, err := f.router.Do(context.Background(), combo.Request{Combo: c}, f.send)
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Response.Body)
+		require.NoError(t, err)
+		res.Response.Body.Close()
+		assert.Equal(t, "fast", res.Target.Provider)
+		assert.Contains(t, string(body), "Hello")
+		assert.NotContains(t, string(body), "ping", "nothing of the cut stream reaches the caller")
+		require.Len(t, res.Attempts, 2)
+		assert.Equal(t, combo.OutcomeFailed, res.Attempts[0].Outcome)
+		var we *watchdog.Error
+		assert.ErrorAs(t, res.Attempts[0].Err, &we)
+		// Warm-up 30 s plus one full 30 s window before the verdict.
+		assert.InDelta(t, 60, time.Since(start).Seconds(), 2)
+	})
+}
+
+func TestErrorEventInsideStreamFallsBack(t *testing.T) {
+	f := newFleet(t, "a", "b")
+	f.up["a"].Script("", combotest.SSE(0, combotest.ErrorEvent("rate_limit_exceeded", "Rate limit reached, retry later")))
+	c := &combo.Combo{Name: "s", Targets: []combo.Target{target("a", "a1", "m"), target("b", "b1", "m")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, "b", res.Target.Provider)
+	assert.Equal(t, combo.OutcomeFailed, res.Attempts[0].Outcome)
+}
+
+func TestCooldownAwareRetryWaitsOutShortLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.rebuild()
+		now := time.Now()
+		f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m",
+			Status: 429, Reason: lockout.ReasonRateLimited, Cooldown: 5 * time.Second}, now)
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")}}
+		start := time.Now()
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, 5*time.Second+50*time.Millisecond, time.Since(start))
+		assert.Equal(t, "k1", res.Target.Connection)
+
+		// Disabled: the 503 comes at once.
+		f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m",
+			Status: 429, Reason: lockout.ReasonRateLimited, Cooldown: 5 * time.Second}, time.Now())
+		c.Settings.CooldownWait.Disabled = true
+		start = time.Now()
+		_, err = f.do(t, c)
+		assert.ErrorIs(t, err, combo.ErrAllCoolingDown)
+		assert.Equal(t, time.Duration(0), time.Since(start))
+	})
+}
+
+func TestQuotaLockIsNotWaitedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m",
+			Status: 429, Reason: lockout.ReasonQuotaExhausted, Cooldown: 5 * time.Second}, time.Now())
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")}}
+		start := time.Now()
+		_, err := f.do(t, c)
+		assert.ErrorIs(t, err, combo.ErrAllCoolingDown)
+		assert.Equal(t, time.Duration(0), time.Since(start))
+	})
+}
+
+func TestCallerCancellationStopsAndBlamesNoOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai", "anthropic")
+		f.up["openai"].Script("", combotest.Hang())
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("anthropic", "a1", "m")}}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := f.router.Do(ctx, combo.Request{Combo: c}, f.send)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 0, f.up["anthropic"].Total())
+		assert.Equal(t, cooldown.Available, f.cfg.Cooldowns.Status("k1").State)
+	})
+}
+
+func TestTargetTimeoutMovesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai", "anthropic")
+		f.up["openai"].Script("", combotest.Hang())
+		c := &combo.Combo{Name: "x", Settings: combo.Settings{TargetTimeout: 2 * time.Second},
+			Targets: []combo.Target{target("openai", "k1", "m"), target("anthropic", "a1", "m")}}
+		start := time.Now()
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, "anthropic", res.Target.Provider)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		assert.Equal(t, 504, res.Attempts[0].Status)
+	})
+}
+
+func TestExhaustedConnectionSkippedForRestOfRequest(t *testing.T) {
+	f := newFleet(t, "openai")
+	f.cfg.Cooldowns = nil // only the per-request sets remain
+	f.cfg.Lockouts = nil
+	f.rebuild()
+	f.up["openai"].Script("", combotest.Error(429, "You exceeded your current quota, please check your plan"))
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "c1", "m"), target("openai", "c2", "m")}}
+	res, err := f.do(t, c)
+	require.Error(t, err)
+	assert.Equal(t, 1, f.up["openai"].Total(), "c2 is skipped: the provider is exhausted this request")
+	assert.Equal(t, []string{"openai/c1/m:failed:Too Many Requests", "openai/c2/m:skipped:exhausted"}, outcomes(res))
+}
+
+func TestUnknownStrategy(t *testing.T) {
+	f := newFleet(t, "openai")
+	_, err := f.do(t, &combo.Combo{Name: "x", Strategy: "fastest", Targets: []combo.Target{target("openai", "k", "m")}})
+	var se *combo.UnknownStrategyError
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, err.Error(), `"fastest"`)
+	assert.Contains(t, err.Error(), "priority")
+}
+
+func TestEmptyComboIsNotExecutable(t *testing.T) {
+	f := newFleet(t)
+	_, err := f.do(t, &combo.Combo{Name: "none"})
+	assert.True(t, errors.Is(err, combo.ErrNoExecutableTargets))
+}
