@@ -133,7 +133,7 @@ type reqState struct {
 
 // New returns a router over the layers in cfg. Every layer is optional.
 func New(cfg Config) *Router {
-	r := &Router{cfg: cfg, strategies: newStrategies(cfg.Strategies), log: cfg.Logger}
+	r := &Router{cfg: cfg, strategies: newStrategies(&cfg), log: cfg.Logger}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}

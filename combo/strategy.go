@@ -85,13 +85,13 @@ type strategies struct {
 	m  map[string]Strategy
 }
 
-func newStrategies(custom map[string]Strategy) *strategies {
+func newStrategies(cfg *Config) *strategies {
 	s := &strategies{m: map[string]Strategy{
 		StrategyPriority:   Priority{},
 		StrategyFillFirst:  Priority{},
 		StrategyRoundRobin: NewRoundRobin(),
 	}}
-	for name, st := range custom {
+	for name, st := range cfg.Strategies {
 		s.m[name] = st
 	}
 	return s
