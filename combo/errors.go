@@ -34,7 +34,7 @@ const (
 func (r Reason) timed() bool {
 	switch r {
 	case ReasonCircuitOpen, ReasonProviderCooldown, ReasonModelLockout, ReasonConnectionCooldown,
-		ReasonQueueFull:
+		ReasonQueueFull, ReasonLeaseHeld:
 		return true
 	}
 	return false

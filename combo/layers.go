@@ -78,6 +78,12 @@ func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time)
 		x.Reason = ReasonExhausted
 		return x, true
 	}
+	if m := r.cfg.Leases; m != nil && req.Lease == nil && t.Connection != "" {
+		if until, held, err := m.HeldAt(context.Background(), t.Connection, now); err == nil && held {
+			x.Reason, x.RetryAfter = ReasonLeaseHeld, until.Sub(now)
+			return x, true
+		}
+	}
 	if q := r.cfg.Queue; q != nil {
 		if q.CheckAt(queueKey(t), now) == queue.Refuse {
 			x.Reason = ReasonQueueFull

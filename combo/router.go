@@ -462,3 +462,6 @@ func (b *finalBody) Close() error {
 	b.fin.finish()
 	return err
 }
+
+// Config returns the layers the router was built with.
+func (r *Router) Config() Config { return r.cfg }

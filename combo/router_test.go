@@ -500,3 +500,92 @@ func TestEmptyComboIsNotExecutable(t *testing.T) {
 	_, err := f.do(t, &combo.Combo{Name: "none"})
 	assert.True(t, errors.Is(err, combo.ErrNoExecutableTargets))
 }
+
+func TestLeasedConnectionIsHeldFromOthers(t *testing.T) {
+	f := newFleet(t, "openai")
+	owner, err := lease.NewOwner()
+	require.NoError(t, err)
+	_, _, err = f.cfg.Leases.Acquire(context.Background(), lease.Claim{
+		Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k1"}})
+	require.NoError(t, err)
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, "k2", res.Target.Connection)
+	assert.Equal(t, 0, f.up["openai"].Count("k1"))
+
+	only := &combo.Combo{Name: "y", Targets: []combo.Target{target("openai", "k1", "m")}}
+	_, err = f.do(t, only)
+	var te *combo.TerminalError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, combo.ReasonLeaseHeld, te.Excluded[0].Reason)
+	assert.Equal(t, 503, te.Status)
+}
+
+func TestQueueFullSkipsToSibling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.cfg.Queue = queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 1}})
+		f.rebuild()
+		f.up["openai"].Script("k1", combotest.OK("slow").After(10*time.Second))
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m")}}
+		// Two requests hold and queue on k1; the third finds k1 full and goes to k2.
+		done := make(chan string, 2)
+		for range 2 {
+			go func() {
+				res, err := f.do(t, c)
+				if err != nil {
+					done <- err.Error()
+					return
+				}
+				done <- res.Target.Connection
+			}()
+		}
+		synctest.Wait()
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, "k2", res.Target.Connection)
+		assert.Equal(t, []string{"openai/k2/m:succeeded:OK"}, outcomes(res), "k1 is screened out before dispatch")
+		assert.Equal(t, "k1", <-done)
+		assert.Equal(t, "k1", <-done)
+	})
+}
+
+func TestTransportRoutesPlainHTTPCalls(t *testing.T) {
+	f := newFleet(t, "openai", "anthropic")
+	f.up["openai"].Script("", combotest.Error(503, "down"))
+	c := &combo.Combo{Name: "smart", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
+	tr := &combo.Transport{
+		Router: f.router,
+		Combo:  func(*http.Request) (*combo.Combo, error) { return c, nil },
+		Rewrite: func(req *http.Request, t *combo.Target) (*http.Request, error) {
+			req.URL.Host = t.Provider + ".test"
+			req.Header.Set("Authorization", "Bearer "+t.Connection)
+			return req, nil
+		},
+		Base: roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			return f.up[strings.TrimSuffix(req.URL.Host, ".test")].Transport().RoundTrip(req)
+		}),
+	}
+	client := &http.Client{Transport: tr}
+	resp, err := client.Post("http://gateway/v1/chat/completions", "application/json", strings.NewReader(`{"model":"smart"}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(body), `"content":"ok"`)
+	calls := f.up["anthropic"].Calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, `{"model":"smart"}`, string(calls[0].Body), "the body is replayed for the fallback")
+
+	// Everything down: the caller gets the last upstream answer, not an error.
+	f.up["anthropic"].Script("", combotest.Error(502, "also down"))
+	resp, err = client.Post("http://gateway/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 502, resp.StatusCode)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
