@@ -52,4 +52,12 @@ type Config struct {
 	// OnAttempt, if set, is called after every attempt with its trail
 	// entry, from the goroutine that ran the request.
 	OnAttempt func(Attempt)
+
+	// ToolLimits remembers how many tools each provider's model accepts,
+	// learned from refusals; targets that cannot take a request's tool
+	// count are excluded with reason tool_limit. nil learns nothing.
+	ToolLimits *ToolLimits
+	// Emergency, when set, sends a failed request without tools once to an
+	// emergency target when the failure names exhausted funds or credits.
+	Emergency *EmergencyFallback
 }

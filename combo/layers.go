@@ -32,7 +32,7 @@ func queueKey(t *Target) string {
 }
 
 // exclusion asks every layer about t, in the fixed order: breaker, provider
-// gate, model lockout, connection, per-request exhaustion, lease,
+// gate, model lockout, connection, per-request exhaustion, tool limit, lease,
 // admission. The first refusal names the exclusion. It allocates nothing.
 func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time) (Exclusion, bool) {
 	x := Exclusion{Provider: t.Provider, Connection: t.Connection, Model: t.Model}
@@ -76,6 +76,10 @@ func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time)
 	}
 	if st.exh.skipped(t) {
 		x.Reason = ReasonExhausted
+		return x, true
+	}
+	if tl := r.cfg.ToolLimits; tl != nil && !tl.Allows(t.Provider, t.Model, req.Tools, now) {
+		x.Reason = ReasonToolLimit
 		return x, true
 	}
 	if m := r.cfg.Leases; m != nil && req.Lease == nil && t.Connection != "" {
@@ -254,7 +258,13 @@ func (r *Router) fail(t *Target, req *Request, h *handle, st *reqState, status i
 		Provider: t.Provider, Model: t.Model, Auth: authClass(t.AuthClass),
 		Status: status, Header: header, Body: body, Message: msg,
 	}, now)
-	return r.failWith(t, h, st, v, header, body, sendErr, now)
+	f := r.failWith(t, h, st, v, header, body, sendErr, now)
+	if req != nil && r.learnToolLimit(t, req.Tools, status, body, now) {
+		// Too many tools for this target only: another may take them.
+		f.fallback = true
+		f.Reason = string(ReasonToolLimit)
+	}
+	return f
 }
 
 // failWith feeds a verdict to every layer.

@@ -72,6 +72,8 @@ type Result struct {
 	Response *http.Response
 	Target   Target
 	Attempts []Attempt
+	// Emergency reports that the emergency fallback served the request.
+	Emergency bool
 }
 
 // ErrUpstream is matched by [UpstreamError].
@@ -220,7 +222,20 @@ func (r *Router) order(s Strategy, req *Request, st *reqState, now time.Time) {
 // dispatched: 503 all_targets_cooling_down or 404 no_executable_targets), an
 // [*UpstreamError] (attempts were made and failed), a lease error (the
 // request's lease is not valid), or the context's error.
+//
+// When the router is configured with an [EmergencyFallback] and the final
+// failure names exhausted funds or credits, a request without tools is sent
+// once more to the emergency target (see [EmergencyFallback]).
 func (r *Router) Do(ctx context.Context, req Request, send SendFunc) (*Result, error) {
+	res, err := r.dispatch(ctx, req, send)
+	if err != nil && r.cfg.Emergency != nil {
+		return r.emergency(ctx, req, send, res, err)
+	}
+	return res, err
+}
+
+// dispatch is Do without the emergency fallback.
+func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Result, error) {
 	c := req.Combo
 	if c == nil || len(c.Targets) == 0 {
 		name := ""

@@ -1,0 +1,111 @@
+package combo
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
+
+// EmergencyFallback sends a request once more to an emergency target when
+// every target failed and the last failure says the account ran out of
+// money: HTTP 402, or an error body naming exhausted funds, credits, quota
+// or budget (the trigger of [restate.Classifier.EmergencyFallback], with the
+// router's classifier). Requests that carry tools, or that hold a lease,
+// never fall back.
+//
+// The emergency attempt goes through every layer like any other, with a
+// capped output budget: the send function must read it with [OutputBudget]
+// and bound the answer's output tokens (max_tokens, max_output_tokens)
+// accordingly.
+//
+// The fallback can be switched off and on at run time with
+// [EmergencyFallback.SetEnabled]; the classifier's EmergencyDisabled setting
+// (read from OMNIROUTE_EMERGENCY_FALLBACK by restate.FromEnv) switches it
+// off as well. Configure Target and MaxOutputTokens before the router uses
+// the value; do not copy it afterwards.
+type EmergencyFallback struct {
+	// Target is the emergency target. A zero Provider means the classifier's
+	// emergency provider and model (by default nvidia and
+	// openai/gpt-oss-120b).
+	Target Target
+	// MaxOutputTokens caps the emergency answer; 0 means the classifier's
+	// (by default 4096).
+	MaxOutputTokens int
+
+	disabled atomic.Bool
+}
+
+// SetEnabled switches the fallback on or off; it takes effect for the next
+// failure, without restarting anything.
+func (e *EmergencyFallback) SetEnabled(on bool) { e.disabled.Store(!on) }
+
+// Enabled reports whether the fallback is on. A new EmergencyFallback is on.
+func (e *EmergencyFallback) Enabled() bool { return e != nil && !e.disabled.Load() }
+
+type budgetKey struct{}
+
+// OutputBudget returns the output-token cap the router set for the attempt
+// ctx belongs to, if any. The emergency fallback sets one; a send function
+// must honour it.
+func OutputBudget(ctx context.Context) (int, bool) {
+	n, ok := ctx.Value(budgetKey{}).(int)
+	return n, ok
+}
+
+// WithOutputBudget returns a context carrying an output-token cap for
+// [OutputBudget].
+func WithOutputBudget(ctx context.Context, tokens int) context.Context {
+	return context.WithValue(ctx, budgetKey{}, tokens)
+}
+
+// emergency decides whether the failure err of req takes the emergency
+// fallback and, if so, dispatches once to the emergency target. It returns
+// the original failure when the fallback does not apply or fails too.
+func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res *Result, err error) (*Result, error) {
+	e := r.cfg.Emergency
+	var ue *UpstreamError
+	if !e.Enabled() || req.Tools > 0 || req.Lease != nil || ctx.Err() != nil || !errors.As(err, &ue) {
+		return res, err
+	}
+	et, ok := r.classifier().EmergencyFallback(ue.Status, ue.Body, req.Tools > 0)
+	if !ok {
+		return res, err
+	}
+	t := e.Target
+	if t.Provider == "" {
+		t = Target{Provider: et.Provider, Model: et.Model}
+	}
+	budget := e.MaxOutputTokens
+	if budget <= 0 {
+		budget = et.MaxOutputTokens
+	}
+	for _, a := range res.Attempts {
+		if a.Outcome != OutcomeSkipped && keyOf(&a.Target) == keyOf(&t) {
+			return res, err // the emergency target itself just failed
+		}
+	}
+	name := "emergency"
+	var set Settings
+	if req.Combo != nil {
+		name = req.Combo.Name + "/emergency"
+		set.TargetTimeout = req.Combo.Settings.TargetTimeout
+	}
+	set.MaxAttempts = 1
+	set.CooldownWait.Disabled = true
+	ereq := req
+	ereq.Combo = &Combo{Name: name, Strategy: StrategyPriority, Targets: []Target{t}, Settings: set}
+	r.log.Info("combo: emergency fallback", "target", t.String(), "status", ue.Status, "maxOutputTokens", budget)
+	eres, eerr := r.dispatch(WithOutputBudget(ctx, budget), ereq, send)
+	if eres != nil {
+		res.Attempts = append(res.Attempts, eres.Attempts...)
+	}
+	if eerr != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		ue.Attempts = res.Attempts
+		return res, err
+	}
+	res.Response, res.Target, res.Emergency = eres.Response, eres.Target, true
+	return res, nil
+}
