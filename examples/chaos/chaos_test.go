@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRouteguardBeatsDirect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo in real time (about 7 s)")
+	}
+	var out strings.Builder
+	direct, routed := run(&out, options{perPhase: 5, phase: 800 * time.Millisecond, clientTimeout: 2 * time.Second})
+	log := out.String()
+	t.Log("\n" + log)
+
+	assert.Equal(t, 30, direct.requests)
+	assert.Equal(t, 30, routed.requests)
+	assert.Equal(t, 30, routed.succeeded, "routeguard answers every request")
+	assert.Less(t, direct.succeeded, routed.succeeded)
+	assert.Less(t, routed.wasted(), direct.wasted())
+
+	for _, want := range []string{
+		"breaker openai: degraded → open",                     // outage: breaker
+		"key k1 cooled for 1s (server_error)",                 // outage: key cooldown
+		"agentrouter/r1/claude answered 403, restated to 429", // quota misstated as 403
+		"model claude locked on r1",                           // … locks the model
+		"served by anthropic/c1/claude",                       // traffic moves away
+		"model gpt-x locked on k1 for 2m0s (not_found)",       // retired model
+		"served by openai/k1/gpt-y",                           // another model on the same key
+		"key k1 cooled for 2s (rate_limit_exceeded)",          // 429 with Retry-After
+		"served by openai/k2/gpt-x",                           // the sibling key serves
+		"stream from slow cut after",                          // watchdog
+		"STREAM_THROUGHPUT_TOO_LOW",
+		"retried on fast: served",
+	} {
+		assert.Contains(t, log, want)
+	}
+	assert.NotContains(t, log, "FAILED")
+}
+
+func TestPercentile(t *testing.T) {
+	var s tally
+	assert.Equal(t, time.Duration(0), s.percentile(50))
+	for i := 100; i >= 1; i-- {
+		s.add(true, time.Duration(i)*time.Millisecond)
+	}
+	assert.Equal(t, 50*time.Millisecond, s.percentile(50))
+	assert.Equal(t, 99*time.Millisecond, s.percentile(99))
+	assert.Equal(t, 100*time.Millisecond, s.percentile(100))
+}
+
+func TestRequestsFollowPhases(t *testing.T) {
+	rs := requests(3)
+	assert.Len(t, rs, 3*numPhases)
+	assert.Equal(t, request{n: 5, phase: 1, stream: true}, rs[4])
+	assert.Equal(t, phaseStall, rs[len(rs)-1].phase)
+}
