@@ -1,0 +1,331 @@
+package combo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Defaults and ranges of [Fusion].
+const (
+	DefaultFusionMinPanel = 2
+	DefaultFusionGrace    = 8 * time.Second
+	DefaultFusionHardCap  = 90 * time.Second
+
+	maxFusionGrace   = 10 * time.Minute
+	maxFusionHardCap = 30 * time.Minute
+)
+
+// maxAnswerBody bounds how much of one composed leg's answer is read.
+const maxAnswerBody = 32 << 20
+
+// Answer is one complete, non-streamed upstream answer, as the legs of a
+// fusion or the steps of a pipeline produce it.
+type Answer struct {
+	Target   Target
+	Status   int
+	Header   http.Header
+	Body     []byte
+	Attempts []Attempt
+}
+
+// JudgeFunc synthesises one answer from the answers of a fusion panel (two
+// or more, in panel order). It usually asks a judge model and returns its
+// answer.
+type JudgeFunc func(ctx context.Context, answers []Answer) (Answer, error)
+
+// Fusion fans one request out to a panel of targets in parallel and lets a
+// judge synthesise their answers. Once MinPanel legs have answered, the
+// stragglers get Grace more to finish; HardCap bounds the whole panel.
+// Every leg is a one-target request through [Router.Do], so every layer
+// screens it and learns from it. Legs are not streamed: send should ask for
+// a complete answer and strip tools.
+type Fusion struct {
+	// Name prefixes the names of the one-target combos of the legs.
+	Name  string
+	Panel []Target
+	// MinPanel is the quorum. Default 2; Normalize clamps it to
+	// [2, len(Panel)] (to len(Panel) when the panel has fewer than two).
+	MinPanel int
+	// Grace is how long stragglers may still answer once the quorum is
+	// reached. Default 8 s (for any value ≤ 0); Normalize caps it at
+	// 10 min.
+	Grace time.Duration
+	// HardCap bounds the whole panel. Default 90 s; Normalize clamps to
+	// [1 s, 30 min].
+	HardCap time.Duration
+	// Judge synthesises two or more answers. Required unless the panel
+	// has one member.
+	Judge JudgeFunc
+	// JudgeTarget serves requests that carry tools, alone; nil means
+	// Panel[0].
+	JudgeTarget *Target
+	// Settings are the per-leg combo settings.
+	Settings Settings
+}
+
+// Normalize returns f with defaults filled in and values clamped.
+func (f Fusion) Normalize() Fusion {
+	n := len(f.Panel)
+	if f.MinPanel <= 0 {
+		f.MinPanel = DefaultFusionMinPanel
+	}
+	f.MinPanel = max(f.MinPanel, 2)
+	f.MinPanel = min(f.MinPanel, n)
+	if f.Grace <= 0 {
+		f.Grace = DefaultFusionGrace
+	}
+	f.Grace = min(f.Grace, maxFusionGrace)
+	if f.HardCap <= 0 {
+		f.HardCap = DefaultFusionHardCap
+	}
+	f.HardCap = min(max(f.HardCap, time.Second), maxFusionHardCap)
+	return f
+}
+
+// ErrNoPanelAnswer is matched by a [ComposeError] for a fusion whose panel
+// gave no answer.
+var ErrNoPanelAnswer = errors.New("combo: no panel answer")
+
+// ComposeError is the failure of a composition: a fusion panel without any
+// answer (status 503, code fusion_no_answers), or a pipeline step that
+// failed (the step's own status, code pipeline_step_failed).
+type ComposeError struct {
+	Status int
+	Code   string
+	// Step is the failed pipeline step, from 0; -1 for a fusion.
+	Step int
+	// Errs are the failures of the legs or the step.
+	Errs []error
+}
+
+func (e *ComposeError) Error() string {
+	msg := "combo: " + e.Code
+	if e.Step >= 0 {
+		msg += " at step " + strconv.Itoa(e.Step)
+	}
+	if len(e.Errs) > 0 {
+		msg += ": " + errors.Join(e.Errs...).Error()
+	}
+	return msg
+}
+
+// Is matches ErrNoPanelAnswer for an empty fusion.
+func (e *ComposeError) Is(target error) bool {
+	return target == ErrNoPanelAnswer && e.Code == "fusion_no_answers"
+}
+
+// Unwrap returns the failures of the legs or the step.
+func (e *ComposeError) Unwrap() []error { return e.Errs }
+
+// leg routes req to the single target t through Do and reads its answer.
+func (r *Router) leg(ctx context.Context, name string, t Target, set Settings, req Request, send SendFunc) (Answer, error) {
+	req.Combo = &Combo{Name: name, Strategy: StrategyPriority, Targets: []Target{t}, Settings: set}
+	res, err := r.Do(ctx, req, send)
+	if err != nil {
+		return Answer{Target: t, Attempts: res.Attempts}, err
+	}
+	return readAnswer(res)
+}
+
+// readAnswer reads and closes the winning response of res.
+func readAnswer(res *Result) (Answer, error) {
+	resp := res.Response
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
+	a := Answer{Target: res.Target, Status: resp.StatusCode, Header: resp.Header, Body: body, Attempts: res.Attempts}
+	if err != nil {
+		return a, fmt.Errorf("combo: reading the answer of %s: %w", res.Target.String(), err)
+	}
+	return a, nil
+}
+
+// Fuse runs f for req. A request with tools goes to the judge target
+// alone. Otherwise every panel member is asked in parallel; with no answer
+// the error is a [ComposeError] (503, matching [ErrNoPanelAnswer]); one
+// answer is returned as it is; two or more go to f.Judge in panel order.
+// Every leg has ended when Fuse returns. If ctx ends first, its error is
+// returned.
+func (r *Router) Fuse(ctx context.Context, f *Fusion, req Request, send SendFunc) (Answer, error) {
+	cfg := f.Normalize()
+	if len(cfg.Panel) == 0 {
+		return Answer{}, &ComposeError{Status: http.StatusServiceUnavailable, Code: "fusion_no_answers", Step: -1}
+	}
+	if req.Tools > 0 {
+		t := cfg.Panel[0]
+		if cfg.JudgeTarget != nil {
+			t = *cfg.JudgeTarget
+		}
+		return r.leg(ctx, cfg.Name+"/judge", t, cfg.Settings, req, send)
+	}
+
+	type result struct {
+		i   int
+		a   Answer
+		err error
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.HardCap)
+	defer cancel()
+	results := make(chan result, len(cfg.Panel))
+	var wg sync.WaitGroup
+	for i, t := range cfg.Panel {
+		wg.Go(func() {
+			a, err := r.leg(pctx, cfg.Name+"/"+t.String(), t, cfg.Settings, req, send)
+			results <- result{i, a, err}
+		})
+	}
+
+	var got []result
+	var errs []error
+	var grace <-chan time.Time
+	answered := 0
+collect:
+	for done := 0; done < len(cfg.Panel); done++ {
+		select {
+		case res := <-results:
+			if res.err != nil {
+				errs = append(errs, res.err)
+				continue
+			}
+			got = append(got, res)
+			answered++
+			if answered == cfg.MinPanel && grace == nil && answered < len(cfg.Panel) {
+				timer := time.NewTimer(cfg.Grace)
+				defer timer.Stop()
+				grace = timer.C
+			}
+		case <-grace:
+			break collect
+		case <-pctx.Done():
+			break collect
+		}
+	}
+	cancel()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Answer{}, err
+	}
+
+	switch len(got) {
+	case 0:
+		return Answer{}, &ComposeError{Status: http.StatusServiceUnavailable, Code: "fusion_no_answers", Step: -1, Errs: errs}
+	case 1:
+		return got[0].a, nil
+	}
+	slices.SortFunc(got, func(x, y result) int { return x.i - y.i })
+	answers := make([]Answer, len(got))
+	for i, g := range got {
+		answers[i] = g.a
+	}
+	if cfg.Judge == nil {
+		return answers[0], nil
+	}
+	return cfg.Judge(ctx, answers)
+}
+
+// StepSendFunc sends one pipeline step's input to one target.
+type StepSendFunc func(ctx context.Context, t *Target, step int, input []byte) (*http.Response, error)
+
+// Pipeline runs combos in sequence: the answer of each step, turned into an
+// input by Next, is the input of the following step; only the last answer
+// is returned. Each step is a full request through [Router.Do] over its
+// combo, so it is screened, ordered and falls back like any other.
+type Pipeline struct {
+	Steps []*Combo
+	// Next turns the answer of step into the input of step+1. Nil passes
+	// the answer's body on unchanged.
+	Next func(ctx context.Context, step int, prev Answer) ([]byte, error)
+}
+
+// Run runs p for req, starting from input. A failed step ends the run with
+// a [ComposeError] naming it (its status is the step's upstream or terminal
+// status, 502 otherwise); a context error is returned as it is.
+func (p *Pipeline) Run(ctx context.Context, r *Router, req Request, input []byte, send StepSendFunc) (Answer, error) {
+	var last Answer
+	for i, c := range p.Steps {
+		if i > 0 {
+			if p.Next != nil {
+				in, err := p.Next(ctx, i-1, last)
+				if err != nil {
+					return last, &ComposeError{Status: http.StatusBadGateway, Code: "pipeline_step_failed", Step: i, Errs: []error{err}}
+				}
+				input = in
+			} else {
+				input = last.Body
+			}
+		}
+		in, step := input, i
+		req.Combo = c
+		res, err := r.Do(ctx, req, func(ctx context.Context, t *Target) (*http.Response, error) {
+			return send(ctx, t, step, in)
+		})
+		if err == nil {
+			last, err = readAnswer(res)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, &ComposeError{Status: statusOf(err), Code: "pipeline_step_failed", Step: i, Errs: []error{err}}
+		}
+	}
+	return last, nil
+}
+
+// statusOf is the HTTP status a routing error stands for.
+func statusOf(err error) int {
+	var ue *UpstreamError
+	var te *TerminalError
+	switch {
+	case errors.As(err, &ue):
+		return ue.Status
+	case errors.As(err, &te):
+		return te.Status
+	}
+	return http.StatusBadGateway
+}
+
+// Handoff is what a context-relay hook learns after a success: the target
+// that served, and the targets after it in declared order, which may serve
+// the conversation's next turns and need its context handed over.
+type Handoff struct {
+	Combo  *Combo
+	Served Target
+	Next   []Target
+	Result *Result
+}
+
+// HandoffFunc is a context-relay hook, for example one that writes a
+// summary of the conversation for the next targets.
+type HandoffFunc func(ctx context.Context, h Handoff)
+
+// Relay routes req in declared (priority) order, whatever the combo's
+// strategy, and after a success calls hook, before returning, with the
+// serving target and the ones after it.
+func (r *Router) Relay(ctx context.Context, req Request, send SendFunc, hook HandoffFunc) (*Result, error) {
+	if req.Combo != nil && req.Combo.Strategy != StrategyPriority {
+		c := *req.Combo
+		c.Strategy = StrategyPriority
+		req.Combo = &c
+	}
+	res, err := r.Do(ctx, req, send)
+	if err != nil || hook == nil || res.Emergency {
+		return res, err
+	}
+	h := Handoff{Combo: req.Combo, Served: res.Target, Result: res}
+	k := keyOf(&res.Target)
+	for i := range req.Combo.Targets {
+		if keyOf(&req.Combo.Targets[i]) == k {
+			h.Next = req.Combo.Targets[i+1:]
+			break
+		}
+	}
+	hook(ctx, h)
+	return res, nil
+}

@@ -1,0 +1,320 @@
+package combo_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/routeguard/routeguard/combo"
+	"github.com/routeguard/routeguard/combo/combotest"
+)
+
+// judgeRecorder is a judge that joins the panel's bodies and remembers
+// what it saw.
+type judgeRecorder struct {
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (j *judgeRecorder) judge(_ context.Context, answers []combo.Answer) (combo.Answer, error) {
+	var names []string
+	for _, a := range answers {
+		names = append(names, a.Target.Provider)
+	}
+	j.mu.Lock()
+	j.calls = append(j.calls, names)
+	j.mu.Unlock()
+	return combo.Answer{Status: 200, Body: []byte("judged:" + strings.Join(names, ","))}, nil
+}
+
+func panel(providers ...string) []combo.Target {
+	var out []combo.Target
+	for _, p := range providers {
+		out = append(out, target(p, "", "m"))
+	}
+	return out
+}
+
+func TestFusionNormalize(t *testing.T) {
+	tests := []struct {
+		name           string
+		in             combo.Fusion
+		minPanel       int
+		grace, hardCap time.Duration
+	}{
+		{"defaults", combo.Fusion{Panel: panel("a", "b", "c")}, 2, 8 * time.Second, 90 * time.Second},
+		{"quorum above panel", combo.Fusion{Panel: panel("a", "b"), MinPanel: 5}, 2, 8 * time.Second, 90 * time.Second},
+		{"quorum below two", combo.Fusion{Panel: panel("a", "b", "c"), MinPanel: 1}, 2, 8 * time.Second, 90 * time.Second},
+		{"one member", combo.Fusion{Panel: panel("a")}, 1, 8 * time.Second, 90 * time.Second},
+		{"clamps", combo.Fusion{Panel: panel("a", "b"), Grace: time.Hour, HardCap: time.Millisecond}, 2, 10 * time.Minute, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in.Normalize()
+			assert.Equal(t, tt.minPanel, got.MinPanel)
+			assert.Equal(t, tt.grace, got.Grace)
+			assert.Equal(t, tt.hardCap, got.HardCap)
+		})
+	}
+}
+
+func FuzzFusionNormalize(f *testing.F) {
+	f.Add(3, 2, int64(0), int64(0))
+	f.Add(0, -1, int64(-1), int64(-1))
+	f.Add(8, 100, int64(1<<62), int64(1<<62))
+	f.Fuzz(func(t *testing.T, n, minPanel int, grace, hardCap int64) {
+		n = n & 63
+		fu := combo.Fusion{Panel: make([]combo.Target, n), MinPanel: minPanel,
+			Grace: time.Duration(grace), HardCap: time.Duration(hardCap)}.Normalize()
+		if n >= 2 && (fu.MinPanel < 2 || fu.MinPanel > n) || n < 2 && fu.MinPanel != n {
+			t.Fatalf("quorum %d for panel %d", fu.MinPanel, n)
+		}
+		if fu.Grace <= 0 || fu.Grace > 10*time.Minute || fu.HardCap < time.Second || fu.HardCap > 30*time.Minute {
+			t.Fatalf("out of range: %v %v", fu.Grace, fu.HardCap)
+		}
+	})
+}
+
+func TestFusionAllAnswerGoesToJudgeInPanelOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b", "c")
+		f.up["a"].Script("", combotest.OK("A").After(3*time.Second))
+		f.up["b"].Script("", combotest.OK("B").After(1*time.Second))
+		f.up["c"].Script("", combotest.OK("C").After(2*time.Second))
+		j := &judgeRecorder{}
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b", "c"), Judge: j.judge}
+		start := time.Now()
+		ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+		require.NoError(t, err)
+		assert.Equal(t, "judged:a,b,c", string(ans.Body))
+		assert.Equal(t, 3*time.Second, time.Since(start), "every member answered within the grace")
+		assert.Equal(t, [][]string{{"a", "b", "c"}}, j.calls)
+	})
+}
+
+func TestFusionStragglerCutAfterGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b", "c")
+		f.up["a"].Script("", combotest.OK("A").After(time.Second))
+		f.up["b"].Script("", combotest.OK("B").After(2*time.Second))
+		f.up["c"].Script("", combotest.OK("C").After(60*time.Second))
+		j := &judgeRecorder{}
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b", "c"), Judge: j.judge}
+		start := time.Now()
+		ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+		require.NoError(t, err)
+		assert.Equal(t, 10*time.Second, time.Since(start), "quorum at 2 s plus 8 s grace")
+		assert.Equal(t, "judged:a,b", string(ans.Body))
+		assert.Equal(t, 1, f.up["c"].Total(), "the straggler was asked")
+		assert.Equal(t, int64(0), f.router.Stats(&fu.Panel[2]).InFlight, "the straggler's leg has ended")
+		assert.Equal(t, int64(0), f.router.Stats(&fu.Panel[2]).Failures, "a cut straggler is not blamed")
+	})
+}
+
+func TestFusionFailingLeg(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b", "c")
+		f.up["a"].Script("", combotest.Error(500, "boom"))
+		f.up["b"].Script("", combotest.OK("B").After(time.Second))
+		f.up["c"].Script("", combotest.OK("C").After(time.Second))
+		j := &judgeRecorder{}
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b", "c"), MinPanel: 3, Judge: j.judge}
+		ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+		require.NoError(t, err)
+		assert.Equal(t, "judged:b,c", string(ans.Body), "the quorum is not reachable; the answers that came are judged")
+		assert.Equal(t, int64(1), f.router.Stats(&fu.Panel[0]).Failures, "the failing leg went through the layers")
+	})
+}
+
+func TestFusionOneAnswerReturnedDirectly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b")
+		f.up["a"].Script("", combotest.Error(503, "down"))
+		f.up["b"].Script("", combotest.OK("only B"))
+		j := &judgeRecorder{}
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"), Judge: j.judge}
+		ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+		require.NoError(t, err)
+		assert.Equal(t, "b", ans.Target.Provider)
+		assert.Contains(t, string(ans.Body), "only B")
+		assert.Empty(t, j.calls, "the judge is not asked for one answer")
+	})
+}
+
+func TestFusionNoAnswerIs503(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b")
+		f.up["a"].Script("", combotest.Error(500, "boom"))
+		f.up["b"].Script("", combotest.Reset())
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"), Judge: (&judgeRecorder{}).judge}
+		_, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+		var ce *combo.ComposeError
+		require.ErrorAs(t, err, &ce)
+		assert.ErrorIs(t, err, combo.ErrNoPanelAnswer)
+		assert.Equal(t, 503, ce.Status)
+		assert.Len(t, ce.Errs, 2)
+		assert.ErrorIs(t, err, combo.ErrUpstream, "the legs' failures are wrapped")
+	})
+}
+
+func TestFusionHardCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b", "c")
+		f.up["a"].Script("", combotest.OK("A").After(time.Second))
+		f.up["b"].Script("", combotest.Hang())
+		f.up["c"].Script("", combotest.Hang())
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b", "c"), Judge: (&judgeRecorder{}).judge}
+		start := time.Now()
+		ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+		require.NoError(t, err)
+		assert.Equal(t, 90*time.Second, time.Since(start))
+		assert.Equal(t, "a", ans.Target.Provider)
+	})
+}
+
+func TestFusionCallerCancels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b")
+		f.up["a"].Script("", combotest.Hang())
+		f.up["b"].Script("", combotest.Hang())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"), Judge: (&judgeRecorder{}).judge}
+		start := time.Now()
+		_, err := f.router.Fuse(ctx, fu, combo.Request{}, f.send)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 5*time.Second, time.Since(start))
+		for i := range fu.Panel {
+			s := f.router.Stats(&fu.Panel[i])
+			assert.Equal(t, int64(0), s.InFlight)
+			assert.Equal(t, int64(0), s.Failures, "a cancelled leg is not blamed")
+		}
+	})
+}
+
+func TestFusionWithToolsGoesToJudgeOnly(t *testing.T) {
+	f := newFleet(t, "a", "b", "judge")
+	jt := target("judge", "", "big")
+	fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"), JudgeTarget: &jt, Judge: (&judgeRecorder{}).judge}
+	ans, err := f.router.Fuse(context.Background(), fu, combo.Request{Tools: 2}, f.send)
+	require.NoError(t, err)
+	assert.Equal(t, "judge", ans.Target.Provider)
+	assert.Equal(t, 0, f.up["a"].Total()+f.up["b"].Total())
+
+	fu.JudgeTarget = nil
+	ans, err = f.router.Fuse(context.Background(), fu, combo.Request{Tools: 2}, f.send)
+	require.NoError(t, err)
+	assert.Equal(t, "a", ans.Target.Provider, "panel[0] judges by default")
+	assert.Equal(t, 0, f.up["b"].Total())
+}
+
+// pipelineFleet answers every call on "step" providers with the request
+// body prefixed by the provider's name.
+func pipelineFleet(t *testing.T, providers ...string) (*fleet, combo.StepSendFunc) {
+	f := newFleet(t, providers...)
+	for _, p := range providers {
+		f.up[p].Handle("", func(c combotest.Call) combotest.Reply {
+			return combotest.Reply{Status: 200, Body: p + "(" + string(c.Body) + ")"}
+		})
+	}
+	send := func(ctx context.Context, tg *combo.Target, step int, input []byte) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+tg.Provider+".test/v1", strings.NewReader(string(input)))
+		if err != nil {
+			return nil, err
+		}
+		return f.up[tg.Provider].Transport().RoundTrip(req)
+	}
+	return f, send
+}
+
+func TestPipelineChainsSteps(t *testing.T) {
+	f, send := pipelineFleet(t, "draft", "review", "polish")
+	var seen []int
+	p := &combo.Pipeline{
+		Steps: []*combo.Combo{
+			{Name: "s0", Targets: []combo.Target{target("draft", "", "m")}},
+			{Name: "s1", Targets: []combo.Target{target("review", "", "m")}},
+			{Name: "s2", Targets: []combo.Target{target("polish", "", "m")}},
+		},
+		Next: func(_ context.Context, step int, prev combo.Answer) ([]byte, error) {
+			seen = append(seen, step)
+			return []byte(string(prev.Body) + "+"), nil
+		},
+	}
+	ans, err := p.Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
+	require.NoError(t, err)
+	assert.Equal(t, "polish(review(draft(q)+)+)", string(ans.Body))
+	assert.Equal(t, "polish", ans.Target.Provider)
+	assert.Equal(t, []int{0, 1}, seen)
+}
+
+func TestPipelineStepFallsBackThenFails(t *testing.T) {
+	f, send := pipelineFleet(t, "a", "b", "c", "d")
+	f.up["a"].Script("", combotest.Error(500, "boom"))
+	f.up["c"].Script("", combotest.Error(502, "bad gateway"))
+	p := &combo.Pipeline{Steps: []*combo.Combo{
+		{Name: "s0", Targets: []combo.Target{target("a", "", "m"), target("b", "", "m")}},
+		{Name: "s1", Targets: []combo.Target{target("c", "", "m")}},
+		{Name: "s2", Targets: []combo.Target{target("d", "", "m")}},
+	}}
+	ans, err := p.Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
+	var ce *combo.ComposeError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 1, ce.Step)
+	assert.Equal(t, 502, ce.Status)
+	assert.Equal(t, "pipeline_step_failed", ce.Code)
+	assert.ErrorIs(t, err, combo.ErrUpstream)
+	assert.Equal(t, "b(q)", string(ans.Body), "the last good answer is kept")
+	assert.Equal(t, 1, f.up["c"].Total(), "the failing step got the previous output")
+	assert.Equal(t, 0, f.up["d"].Total(), "later steps do not run")
+}
+
+func TestPipelineCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, send := pipelineFleet(t, "a", "b")
+		f.up["b"].Script("", combotest.Hang())
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		p := &combo.Pipeline{Steps: []*combo.Combo{
+			{Name: "s0", Targets: []combo.Target{target("a", "", "m")}},
+			{Name: "s1", Targets: []combo.Target{target("b", "", "m")}},
+		}}
+		_, err := p.Run(ctx, f.router, combo.Request{}, []byte("q"), send)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}
+
+func TestRelayCallsHandoffInDeclaredOrder(t *testing.T) {
+	f := newFleet(t, "a", "b", "c")
+	f.up["a"].Script("", combotest.Error(500, "boom"))
+	c := &combo.Combo{Name: "relay", Strategy: combo.StrategyRoundRobin, Targets: []combo.Target{
+		target("a", "", "m"), target("b", "", "m"), target("c", "", "m")}}
+	var got []combo.Handoff
+	for range 2 {
+		res, err := f.router.Relay(context.Background(), combo.Request{Combo: c}, f.send, func(_ context.Context, h combo.Handoff) {
+			got = append(got, h)
+		})
+		require.NoError(t, err)
+		res.Response.Body.Close()
+	}
+	require.Len(t, got, 2)
+	for _, h := range got {
+		assert.Equal(t, "b", h.Served.Provider, "declared order, whatever the combo's strategy")
+		assert.Equal(t, []combo.Target{target("c", "", "m")}, h.Next)
+	}
+	assert.Equal(t, 0, f.up["c"].Total())
+
+	f.up["b"].Script("", combotest.Error(500, "boom"))
+	f.up["c"].Script("", combotest.Error(500, "boom"))
+	called := false
+	_, err := f.router.Relay(context.Background(), combo.Request{Combo: c}, f.send, func(context.Context, combo.Handoff) { called = true })
+	require.Error(t, err)
+	assert.False(t, called, "no hand-off after a failure")
+}
