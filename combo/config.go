@@ -2,6 +2,7 @@ package combo
 
 import (
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/routeguard/routeguard/affinity"
@@ -52,6 +53,19 @@ type Config struct {
 	// OnAttempt, if set, is called after every attempt with its trail
 	// entry, from the goroutine that ran the request.
 	OnAttempt func(Attempt)
+
+	// Quota reports the quota windows of each target's connection to the
+	// quota-aware strategies (reset-aware, reset-window, headroom,
+	// quota-share, auto); nil means every quota is unknown.
+	Quota QuotaSource
+	// CacheHint ranks targets by how likely they hold the request's cached
+	// prompt prefix, for the cache-optimized strategy; nil keeps the
+	// declared order.
+	CacheHint CacheHint
+	// Rand is the random source of the built-in random strategies
+	// (weighted, p2c, random, strict-random, auto), used under a lock; nil
+	// means a ChaCha8 source seeded from crypto/rand.
+	Rand rand.Source
 
 	// ToolLimits remembers how many tools each provider's model accepts,
 	// learned from refusals; targets that cannot take a request's tool

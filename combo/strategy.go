@@ -72,11 +72,25 @@ const (
 	BreakerOpen
 )
 
-// Built-in strategy names.
+// Built-in strategy names, as a [Combo] names them.
 const (
-	StrategyPriority   = "priority"
-	StrategyRoundRobin = "round-robin"
-	StrategyFillFirst  = "fill-first"
+	StrategyPriority         = "priority"
+	StrategyWeighted         = "weighted"
+	StrategyRoundRobin       = "round-robin"
+	StrategyFillFirst        = "fill-first"
+	StrategyP2C              = "p2c"
+	StrategyRandom           = "random"
+	StrategyStrictRandom     = "strict-random"
+	StrategyLeastUsed        = "least-used"
+	StrategyCostOptimized    = "cost-optimized"
+	StrategyResetAware       = "reset-aware"
+	StrategyResetWindow      = "reset-window"
+	StrategyHeadroom         = "headroom"
+	StrategyLKGP             = "lkgp"
+	StrategyContextOptimized = "context-optimized"
+	StrategyCacheOptimized   = "cache-optimized"
+	StrategyQuotaShare       = "quota-share"
+	StrategyAuto             = "auto"
 )
 
 // strategies is a router's set of strategies by name.
@@ -85,11 +99,29 @@ type strategies struct {
 	m  map[string]Strategy
 }
 
+// newStrategies registers the built-in strategies, sharing one random source
+// (cfg.Rand, or a securely seeded one) and cfg's quota source and cache hint,
+// then cfg.Strategies over them.
 func newStrategies(cfg *Config) *strategies {
+	rnd := newLockedRand(cfg.Rand)
 	s := &strategies{m: map[string]Strategy{
-		StrategyPriority:   Priority{},
-		StrategyFillFirst:  Priority{},
-		StrategyRoundRobin: NewRoundRobin(),
+		StrategyPriority:         Priority{},
+		StrategyFillFirst:        Priority{},
+		StrategyRoundRobin:       NewRoundRobin(),
+		StrategyWeighted:         &Weighted{rnd: rnd},
+		StrategyP2C:              &P2C{rnd: rnd},
+		StrategyRandom:           &Random{rnd: rnd},
+		StrategyStrictRandom:     &StrictRandom{rnd: rnd},
+		StrategyLeastUsed:        LeastUsed{},
+		StrategyCostOptimized:    CostOptimized{},
+		StrategyResetAware:       &ResetAware{Quota: cfg.Quota},
+		StrategyResetWindow:      &ResetWindow{Quota: cfg.Quota},
+		StrategyHeadroom:         Headroom{Quota: cfg.Quota},
+		StrategyLKGP:             LastKnownGood{},
+		StrategyContextOptimized: ContextOptimized{},
+		StrategyCacheOptimized:   CacheOptimized{Hint: cfg.CacheHint},
+		StrategyQuotaShare:       &QuotaShare{Quota: cfg.Quota},
+		StrategyAuto:             &Auto{Quota: cfg.Quota, rnd: rnd},
 	}}
 	for name, st := range cfg.Strategies {
 		s.m[name] = st

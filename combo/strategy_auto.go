@@ -1,0 +1,265 @@
+package combo
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Auto ranks targets by a score built from the router's own signals, with a
+// little exploration, and sets persistently poor targets aside for a while.
+//
+// The score of a target is
+//
+//	breaker × (0.50·success + 0.20·latency + 0.15·cost + 0.15·headroom) / Σweights
+//
+// where each factor is in 0..1: success is the success rate (0.5 before any
+// attempt); latency is 1/log10(average ms + 10), capped at 1 (0.25 while
+// unknown); cost is 1 for the cheapest known price among the candidates and
+// 0 for the dearest (1 when all are equal, 0.5 when unknown); headroom is
+// [Quota.Headroom] (0.5 when unknown) and takes part only when Quota is set.
+// The breaker factor is 1 when CLOSED, 0.7 DEGRADED, 0.4 HALF_OPEN and 0
+// OPEN.
+//
+// Targets are sorted by score, best first, ties in declared order. With
+// probability Explore a random other target is moved to the front instead.
+//
+// A target scoring below 0.2 after at least MinSamples attempts is excluded
+// (dropped from the order) for 5 minutes; each further exclusion doubles
+// the time, up to 30 minutes. When an exclusion ends the target is on
+// probation: it is not excluded again before it has been tried again, and
+// it is forgiven once it scores 0.2 or more. Auto never excludes every
+// target: when all would be, none is.
+//
+// The zero value works with no quota source and a process-wide random
+// source seeded from crypto/rand; [NewAuto] takes a source of its own. Auto
+// is safe for concurrent use.
+type Auto struct {
+	Quota QuotaSource
+	// Explore is the probability of trying a random other target first;
+	// ≤ 0 means 0.05, values above 1 are clamped to 1.
+	Explore float64
+	// NoExplore turns exploration off.
+	NoExplore bool
+	// MinSamples is how many attempts a target needs before it can be
+	// excluded; ≤ 0 means 5.
+	MinSamples int64
+
+	rnd *lockedRand
+
+	mu   sync.Mutex // guards excl
+	excl map[targetKey]*autoExclusion
+}
+
+type autoExclusion struct {
+	until    time.Time
+	level    int   // exclusions in a row
+	requests int64 // the target's attempts when last excluded
+}
+
+// Auto defaults and limits.
+const (
+	DefaultAutoExplore    = 0.05
+	DefaultAutoMinSamples = 5
+	AutoExcludeBelow      = 0.2
+	AutoExclusion         = 5 * time.Minute
+	MaxAutoExclusion      = 30 * time.Minute
+	// maxAutoEntries bounds the exclusion records.
+	maxAutoEntries = 4096
+)
+
+// Auto score weights.
+const (
+	autoSuccess  = 0.50
+	autoLatency  = 0.20
+	autoCost     = 0.15
+	autoHeadroom = 0.15
+)
+
+// NewAuto returns an auto strategy reading quotas from quota (nil for none)
+// and drawing from src (used under a lock; nil means a source seeded from
+// crypto/rand).
+func NewAuto(quota QuotaSource, src rand.Source) *Auto {
+	return &Auto{Quota: quota, rnd: newLockedRand(src)}
+}
+
+// AutoExcluded is one target the auto strategy has set aside.
+type AutoExcluded struct {
+	Provider, Connection, Model string
+	Until                       time.Time
+	Level                       int // exclusions in a row, 1 for the first
+}
+
+// Excluded lists the targets excluded at now, in no particular order.
+func (a *Auto) Excluded(now time.Time) []AutoExcluded {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []AutoExcluded
+	for k, e := range a.excl {
+		if now.Before(e.until) {
+			out = append(out, AutoExcluded{Provider: k.provider, Connection: k.connection, Model: k.model,
+				Until: e.until, Level: e.level})
+		}
+	}
+	return out
+}
+
+// priceRange is the cheapest and dearest known price among ts.
+func priceRange(ts []*Target) (lo, hi float64, ok bool) {
+	for _, t := range ts {
+		if !t.PriceKnown || math.IsNaN(t.Price) {
+			continue
+		}
+		if !ok {
+			lo, hi, ok = t.Price, t.Price, true
+			continue
+		}
+		lo, hi = min(lo, t.Price), max(hi, t.Price)
+	}
+	return lo, hi, ok
+}
+
+// autoScore scores one target; lo and hi are the candidates' price range.
+func (a *Auto) autoScore(t *Target, s Stats, lo, hi float64, now time.Time) float64 {
+	success := 0.5
+	if r := s.SuccessRate(); r >= 0 {
+		success = r / 100
+	}
+	latency := 0.25
+	if s.AvgLatency > 0 {
+		latency = min(1, 1/math.Log10(float64(s.AvgLatency)/1e6+10))
+	}
+	cost := 0.5
+	if t.PriceKnown && !math.IsNaN(t.Price) {
+		cost = 1
+		if hi > lo {
+			cost = 1 - (t.Price-lo)/(hi-lo)
+		}
+	}
+	score := autoSuccess*success + autoLatency*latency + autoCost*cost
+	weight := autoSuccess + autoLatency + autoCost
+	if a.Quota != nil {
+		room := 0.5
+		if q, ok := a.Quota.Quota(t, now); ok {
+			room = q.Headroom()
+		}
+		score += autoHeadroom * room
+		weight += autoHeadroom
+	}
+	score /= weight
+	switch s.Breaker {
+	case BreakerDegraded:
+		score *= 0.7
+	case BreakerHalfOpen:
+		score *= 0.4
+	case BreakerOpen:
+		score = 0
+	}
+	return score
+}
+
+// excluded decides, under a.mu, whether the target is excluded at now.
+func (a *Auto) excluded(k targetKey, score float64, requests int64, now time.Time) bool {
+	e := a.excl[k]
+	if e != nil && now.Before(e.until) {
+		return true
+	}
+	if score >= AutoExcludeBelow {
+		if e != nil {
+			delete(a.excl, k) // forgiven
+		}
+		return false
+	}
+	minSamples := a.MinSamples
+	if minSamples <= 0 {
+		minSamples = DefaultAutoMinSamples
+	}
+	if requests < minSamples || (e != nil && requests <= e.requests) {
+		return false
+	}
+	if e == nil {
+		if a.excl == nil {
+			a.excl = make(map[targetKey]*autoExclusion)
+		}
+		if len(a.excl) >= maxAutoEntries {
+			for key, x := range a.excl {
+				if !now.Before(x.until) {
+					delete(a.excl, key)
+				}
+			}
+			if len(a.excl) >= maxAutoEntries {
+				return false
+			}
+		}
+		e = &autoExclusion{}
+		a.excl[k] = e
+	}
+	e.level++
+	d := AutoExclusion << min(e.level-1, 8)
+	e.until = now.Add(min(d, MaxAutoExclusion))
+	e.requests = requests
+	return true
+}
+
+// autoOut is added to the sort key of an excluded target, past any score.
+const autoOut = 10
+
+// Order sorts p.Targets by score, drops excluded targets and may explore.
+func (a *Auto) Order(p *Pick) {
+	ts := p.Targets
+	n := len(ts)
+	if n == 0 {
+		return
+	}
+	lo, hi, _ := priceRange(ts)
+	var buf [stackKeys]keyed
+	ks, pooled := keysFor(&buf, n)
+	defer putKeys(pooled)
+	for i, t := range ts {
+		s := statsOf(p, t)
+		ks[i] = keyed{key: -a.autoScore(t, s, lo, hi, p.Now), n: s.Requests, t: t}
+	}
+	out := 0
+	a.mu.Lock()
+	for i := range ks {
+		if a.excluded(keyOf(ks[i].t), -ks[i].key, ks[i].n, p.Now) {
+			ks[i].key += autoOut
+			out++
+		}
+	}
+	a.mu.Unlock()
+	if out == n { // never exclude everything
+		for i := range ks {
+			ks[i].key -= autoOut
+		}
+		out = 0
+	}
+	sortKeyed(ts, ks)
+	if out > 0 {
+		clear(ts[n-out:])
+		ts = ts[:n-out]
+		p.Targets = ts
+	}
+	a.explore(ts)
+}
+
+// explore moves a random other target to the front with probability
+// Explore.
+func (a *Auto) explore(ts []*Target) {
+	if a.NoExplore || len(ts) < 2 {
+		return
+	}
+	rate := a.Explore
+	if !(rate > 0) {
+		rate = DefaultAutoExplore
+	}
+	r := a.rnd.orDefault()
+	r.mu.Lock()
+	j := -1
+	if r.r.Float64() < rate {
+		j = 1 + r.r.IntN(len(ts)-1)
+	}
+	r.mu.Unlock()
+	toFront(ts, j)
+}

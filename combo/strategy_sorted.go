@@ -1,0 +1,151 @@
+package combo
+
+import "math"
+
+// LeastUsed orders the targets by the router's request count, fewest first;
+// a target the router has not seen counts 0, and equal counts keep the
+// declared order.
+type LeastUsed struct{}
+
+// Order sorts p.Targets by request count.
+func (LeastUsed) Order(p *Pick) {
+	ts := p.Targets
+	if len(ts) < 2 {
+		return
+	}
+	var buf [stackKeys]keyed
+	ks, pooled := keysFor(&buf, len(ts))
+	for i, t := range ts {
+		ks[i] = keyed{key: float64(statsOf(p, t).Requests), t: t}
+	}
+	sortKeyed(ts, ks)
+	putKeys(pooled)
+}
+
+// CostOptimized orders the targets by input price, cheapest first; a target
+// whose price is unknown (PriceKnown false) goes last, and equal prices keep
+// the declared order.
+type CostOptimized struct{}
+
+// Order sorts p.Targets by price.
+func (CostOptimized) Order(p *Pick) {
+	ts := p.Targets
+	if len(ts) < 2 {
+		return
+	}
+	var buf [stackKeys]keyed
+	ks, pooled := keysFor(&buf, len(ts))
+	for i, t := range ts {
+		k := math.Inf(1)
+		if t.PriceKnown && !math.IsNaN(t.Price) {
+			k = t.Price
+		}
+		ks[i] = keyed{key: k, t: t}
+	}
+	sortKeyed(ts, ks)
+	putKeys(pooled)
+}
+
+// ContextOptimized orders the targets by context window, largest first;
+// targets whose window is unknown (0) go last, and equal windows keep the
+// declared order.
+//
+// When the request states its size (Request.PromptTokens > 0), targets
+// whose known window is smaller are dropped. An unknown window is never
+// dropped, and when no target is large enough none is dropped: the
+// upstream's own answer then tells the client the prompt is too long.
+type ContextOptimized struct{}
+
+// Order drops the targets too small for the request and sorts the rest by
+// context window.
+func (ContextOptimized) Order(p *Pick) {
+	ts := p.Targets
+	if need := promptTokens(p); need > 0 {
+		fits := 0
+		for _, t := range ts {
+			if t.ContextWindow <= 0 || t.ContextWindow >= need {
+				fits++
+			}
+		}
+		if fits > 0 && fits < len(ts) {
+			kept := ts[:0]
+			for _, t := range ts {
+				if t.ContextWindow <= 0 || t.ContextWindow >= need {
+					kept = append(kept, t)
+				}
+			}
+			clear(ts[len(kept):])
+			ts = kept
+			p.Targets = kept
+		}
+	}
+	if len(ts) < 2 {
+		return
+	}
+	var buf [stackKeys]keyed
+	ks, pooled := keysFor(&buf, len(ts))
+	for i, t := range ts {
+		ks[i] = keyed{key: -float64(max(t.ContextWindow, 0)), t: t}
+	}
+	sortKeyed(ts, ks)
+	putKeys(pooled)
+}
+
+func promptTokens(p *Pick) int {
+	if p.Request == nil {
+		return 0
+	}
+	return p.Request.PromptTokens
+}
+
+// LastKnownGood (lkgp) moves the target that succeeded most recently to the
+// front; the others keep the declared order. With no success recorded yet
+// the declared order stands.
+type LastKnownGood struct{}
+
+// Order moves the last known good target first.
+func (LastKnownGood) Order(p *Pick) {
+	best := -1
+	var bestAt int64
+	for i, t := range p.Targets {
+		ls := statsOf(p, t).LastSuccess
+		if ls.IsZero() {
+			continue
+		}
+		if at := ls.UnixNano(); best < 0 || at > bestAt {
+			best, bestAt = i, at
+		}
+	}
+	toFront(p.Targets, best)
+}
+
+// CacheHint scores how likely target t holds the cached prefix of req's
+// prompt; higher is likelier and ≤ 0 means no known affinity. It is called
+// once per target on every request and must be fast and safe for concurrent
+// use.
+type CacheHint func(req *Request, t *Target) float64
+
+// CacheOptimized moves the target most likely to hold the request's cached
+// prompt prefix (the highest positive Hint score, the first on a tie) to the
+// front; the others keep the declared order. A nil Hint, or no positive
+// score, keeps the declared order.
+//
+// The cache hint is meant to beat session stickiness: a router honouring it
+// does not move the session's pinned connection ahead of the hinted target.
+type CacheOptimized struct {
+	Hint CacheHint
+}
+
+// Order moves the hinted target first.
+func (c CacheOptimized) Order(p *Pick) {
+	if c.Hint == nil {
+		return
+	}
+	best, bestScore := -1, 0.0
+	for i, t := range p.Targets {
+		if s := c.Hint(p.Request, t); s > bestScore {
+			best, bestScore = i, s
+		}
+	}
+	toFront(p.Targets, best)
+}

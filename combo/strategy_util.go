@@ -1,0 +1,160 @@
+package combo
+
+import (
+	"cmp"
+	crand "crypto/rand"
+	"math/rand/v2"
+	"slices"
+	"sync"
+)
+
+// lockedRand is a random source shared by strategies; mu guards r.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+// newLockedRand wraps src, or a ChaCha8 source seeded from crypto/rand when
+// src is nil.
+func newLockedRand(src rand.Source) *lockedRand {
+	if src == nil {
+		var seed [32]byte
+		_, _ = crand.Read(seed[:]) // never fails; it aborts the program instead
+		src = rand.NewChaCha8(seed)
+	}
+	return &lockedRand{r: rand.New(src)}
+}
+
+// defaultRand is the source of strategies built as zero values.
+var defaultRand = sync.OnceValue(func() *lockedRand { return newLockedRand(nil) })
+
+// orDefault returns l, or the process-wide secure source when l is nil.
+func (l *lockedRand) orDefault() *lockedRand {
+	if l != nil {
+		return l
+	}
+	return defaultRand()
+}
+
+// shuffle is a Fisher–Yates shuffle of ts; the caller holds l.mu.
+func (l *lockedRand) shuffle(ts []*Target) {
+	for i := len(ts) - 1; i > 0; i-- {
+		j := l.r.IntN(i + 1)
+		ts[i], ts[j] = ts[j], ts[i]
+	}
+}
+
+// statsOf reads t's statistics, or zero statistics when p has no signals.
+func statsOf(p *Pick, t *Target) Stats {
+	if p.Signals == nil {
+		return Stats{}
+	}
+	return p.Signals.Stats(t)
+}
+
+// toFront moves ts[i] to the front; the targets before it shift back by one,
+// the others keep their places.
+func toFront(ts []*Target, i int) {
+	if i <= 0 || i >= len(ts) {
+		return
+	}
+	t := ts[i]
+	copy(ts[1:i+1], ts[:i])
+	ts[0] = t
+}
+
+// keyed is a target with its sort key.
+type keyed struct {
+	key float64
+	n   int64
+	t   *Target
+}
+
+// stackKeys is how many targets a strategy sorts in a stack buffer; longer
+// lists use pooled buffers.
+const stackKeys = 16
+
+var keyedPool = sync.Pool{New: func() any { s := make([]keyed, 0, 64); return &s }}
+
+// keysFor returns a key buffer of length n: buf's storage when it fits, a
+// pooled one otherwise (returned as pooled, to give back with putKeys).
+func keysFor(buf *[stackKeys]keyed, n int) (ks []keyed, pooled *[]keyed) {
+	if n <= stackKeys {
+		return buf[:n], nil
+	}
+	pooled = keyedPool.Get().(*[]keyed)
+	if cap(*pooled) < n {
+		*pooled = make([]keyed, n)
+	}
+	return (*pooled)[:n], pooled
+}
+
+// putKeys gives a pooled buffer back.
+func putKeys(pooled *[]keyed) {
+	if pooled == nil {
+		return
+	}
+	clear((*pooled)[:cap(*pooled)])
+	keyedPool.Put(pooled)
+}
+
+func byKey(a, b keyed) int { return cmp.Compare(a.key, b.key) }
+
+// sortKeyed sorts ks by ascending key, keeping the order of equal keys, and
+// writes the targets back to ts.
+func sortKeyed(ts []*Target, ks []keyed) {
+	slices.SortStableFunc(ks, byKey)
+	for i := range ks {
+		ts[i] = ks[i].t
+	}
+}
+
+// comboStates keeps one T per combo name, at most max of them: a new combo
+// evicts the one created first. The caller synchronises access.
+type comboStates[T any] struct {
+	m   map[string]*comboState[T]
+	seq uint64
+}
+
+type comboState[T any] struct {
+	v   T
+	seq uint64
+}
+
+// get returns name's state, creating it.
+func (c *comboStates[T]) get(name string, max int) *T {
+	if s, ok := c.m[name]; ok {
+		return &s.v
+	}
+	if c.m == nil {
+		c.m = make(map[string]*comboState[T])
+	}
+	if len(c.m) >= max {
+		oldest, first := "", true
+		var seq uint64
+		for k, s := range c.m {
+			if first || s.seq < seq {
+				oldest, seq, first = k, s.seq, false
+			}
+		}
+		delete(c.m, oldest)
+	}
+	c.seq++
+	s := &comboState[T]{seq: c.seq}
+	c.m[name] = s
+	return &s.v
+}
+
+// len reports how many combos have state.
+func (c *comboStates[T]) len() int { return len(c.m) }
+
+// comboName is p's combo name, "" when it has none.
+func comboName(p *Pick) string {
+	if p.Combo == nil {
+		return ""
+	}
+	return p.Combo.Name
+}
+
+// maxStrategyCombos bounds the per-combo state of a strategy.
+const maxStrategyCombos = 4096
