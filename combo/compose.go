@@ -60,8 +60,8 @@ type Fusion struct {
 	// HardCap bounds the whole panel. Default 90 s; Normalize clamps to
 	// [1 s, 30 min].
 	HardCap time.Duration
-	// Judge synthesises two or more answers. Required unless the panel
-	// has one member.
+	// Judge synthesises two or more answers; nil returns the first of them
+	// in panel order.
 	Judge JudgeFunc
 	// JudgeTarget serves requests that carry tools, alone; nil means
 	// Panel[0].

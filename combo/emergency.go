@@ -9,8 +9,8 @@ import (
 // EmergencyFallback sends a request once more to an emergency target when
 // every target failed and the last failure says the account ran out of
 // money: HTTP 402, or an error body naming exhausted funds, credits, quota
-// or budget (the trigger of [restate.Classifier.EmergencyFallback], with the
-// router's classifier). Requests that carry tools, or that hold a lease,
+// or budget (the trigger of the EmergencyFallback method of the router's
+// restate.Classifier). Requests that carry tools, or that hold a lease,
 // never fall back.
 //
 // The emergency attempt goes through every layer like any other, with a

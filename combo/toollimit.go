@@ -31,6 +31,9 @@ type ToolLimitConfig struct {
 	// Normalize clamps to [1, 1000000]. When full, expired entries are
 	// pruned and then the entry closest to expiry is dropped.
 	MaxEntries int
+	// OnLearn, if set, is called with every limit that is stored, outside
+	// the lock.
+	OnLearn func(ToolLimit)
 }
 
 // Normalize returns c with defaults filled in and values clamped.
@@ -97,14 +100,18 @@ func (l *ToolLimits) LearnAt(provider, model string, limit int, now time.Time) {
 	k := toolKey{provider, model}
 	until := now.Add(l.cfg.TTL)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if e, ok := l.m[k]; ok && e.until.After(now) && e.limit <= limit {
+		l.mu.Unlock()
 		return
 	}
 	if _, ok := l.m[k]; !ok && len(l.m) >= l.cfg.MaxEntries {
 		l.pruneLocked(now)
 	}
 	l.m[k] = toolEntry{limit: limit, until: until}
+	l.mu.Unlock()
+	if l.cfg.OnLearn != nil {
+		l.cfg.OnLearn(ToolLimit{Provider: provider, Model: model, Limit: limit, Until: until})
+	}
 }
 
 // pruneLocked drops expired entries and, if still full, the entry closest

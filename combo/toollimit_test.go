@@ -2,6 +2,7 @@ package combo_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,7 +70,9 @@ func FuzzParseToolLimit(f *testing.F) {
 
 func TestToolLimitsRememberAndExpire(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := combo.NewToolLimits(combo.ToolLimitConfig{TTL: 10 * time.Minute, MaxEntries: 2})
+	var learned []combo.ToolLimit
+	l := combo.NewToolLimits(combo.ToolLimitConfig{TTL: 10 * time.Minute, MaxEntries: 2,
+		OnLearn: func(x combo.ToolLimit) { learned = append(learned, x) }})
 
 	l.LearnAt("openai", "gpt", 128, now)
 	lim, ok := l.LimitAt("openai", "gpt", now.Add(time.Minute))
@@ -86,6 +89,10 @@ func TestToolLimitsRememberAndExpire(t *testing.T) {
 	l.LearnAt("openai", "gpt", 64, now.Add(2*time.Minute))
 	lim, _ = l.LimitAt("openai", "gpt", now.Add(2*time.Minute))
 	assert.Equal(t, 64, lim, "a stricter limit replaces at once")
+	assert.Equal(t, []combo.ToolLimit{
+		{Provider: "openai", Model: "gpt", Limit: 128, Until: now.Add(10 * time.Minute)},
+		{Provider: "openai", Model: "gpt", Limit: 64, Until: now.Add(12 * time.Minute)},
+	}, learned, "the hook sees stored limits only")
 
 	_, ok = l.LimitAt("openai", "gpt", now.Add(12*time.Minute))
 	assert.False(t, ok, "expired exactly one TTL after the last learn")
@@ -113,9 +120,12 @@ func TestToolLimitsRememberAndExpire(t *testing.T) {
 }
 
 func TestToolLimitConfigNormalize(t *testing.T) {
-	assert.Equal(t, combo.ToolLimitConfig{TTL: time.Hour, MaxEntries: 10000}, combo.ToolLimitConfig{}.Normalize())
-	assert.Equal(t, combo.ToolLimitConfig{TTL: time.Minute, MaxEntries: 1000000},
-		combo.ToolLimitConfig{TTL: time.Second, MaxEntries: 1 << 30}.Normalize())
+	c := combo.ToolLimitConfig{}.Normalize()
+	assert.Equal(t, time.Hour, c.TTL)
+	assert.Equal(t, 10000, c.MaxEntries)
+	c = combo.ToolLimitConfig{TTL: time.Second, MaxEntries: 1 << 30}.Normalize()
+	assert.Equal(t, time.Minute, c.TTL)
+	assert.Equal(t, 1000000, c.MaxEntries)
 	assert.Equal(t, 7*24*time.Hour, combo.ToolLimitConfig{TTL: 1000 * time.Hour}.Normalize().TTL)
 }
 
@@ -128,7 +138,7 @@ func FuzzToolLimitConfigNormalize(f *testing.F) {
 		if c.TTL < time.Minute || c.TTL > 7*24*time.Hour || c.MaxEntries < 1 || c.MaxEntries > 1000000 {
 			t.Fatalf("out of range: %+v", c)
 		}
-		if c != c.Normalize() {
+		if n := c.Normalize(); n.TTL != c.TTL || n.MaxEntries != c.MaxEntries {
 			t.Fatalf("not idempotent: %+v", c)
 		}
 	})
@@ -184,4 +194,32 @@ func TestToolLimitWithoutNumberAssumesOneFewer(t *testing.T) {
 	lim, ok := f.cfg.ToolLimits.Limit("openai", "gpt-4o")
 	require.True(t, ok)
 	assert.Equal(t, 39, lim)
+}
+
+func TestToolLimitsConcurrentUse(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := combo.NewToolLimits(combo.ToolLimitConfig{MaxEntries: 8})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				model := string(rune('a' + (g+i)%12))
+				l.LearnAt("p", model, 10+i%5, now.Add(time.Duration(i)*time.Second))
+				l.Allows("p", model, 12, now)
+				l.SnapshotAt(now)
+			}
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, len(l.SnapshotAt(now)), 8, "the memory stays bounded")
+}
+
+func BenchmarkParseToolLimit(b *testing.B) {
+	body := []byte(toolsTooLong)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := combo.ParseToolLimit(400, body); !ok {
+			b.Fatal("not parsed")
+		}
+	}
 }
