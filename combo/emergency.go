@@ -16,7 +16,8 @@ import (
 // The emergency attempt goes through every layer like any other, with a
 // capped output budget: the send function must read it with [OutputBudget]
 // and bound the answer's output tokens (max_tokens, max_output_tokens)
-// accordingly.
+// accordingly. Behind a [Transport], Rewrite finds it in the context of
+// the request it is given.
 //
 // The fallback can be switched off and on at run time with
 // [EmergencyFallback.SetEnabled]; the classifier's EmergencyDisabled setting
