@@ -38,12 +38,20 @@ func builtins(q combo.QuotaSource, hint combo.CacheHint) []namedStrategy {
 	}
 }
 
+// quotaTable is a quota source keyed by target, like signals.
+type quotaTable map[*combo.Target]combo.Quota
+
+func (q quotaTable) Quota(t *combo.Target, _ time.Time) (combo.Quota, bool) {
+	v, ok := q[t]
+	return v, ok
+}
+
 // benchFleet is 8 targets with varied prices, windows, weights, quotas and
 // statistics.
-func benchFleet() ([]*combo.Target, signals, quotas, combo.CacheHint) {
+func benchFleet() ([]*combo.Target, signals, quotaTable, combo.CacheHint) {
 	ts := mk("a", "b", "c", "d", "e", "f", "g", "h")
 	sig := signals{}
-	q := quotas{}
+	q := quotaTable{}
 	for i, t := range ts {
 		t.Weight = float64(i%3 + 1)
 		t.Price, t.PriceKnown = float64(8-i)/10, i%4 != 0
@@ -53,7 +61,7 @@ func benchFleet() ([]*combo.Target, signals, quotas, combo.CacheHint) {
 			InFlight: int64(i % 5), AvgLatency: time.Duration(100+50*i) * time.Millisecond,
 			LastSuccess: t0.Add(-time.Duration(i*13%8) * time.Minute)}
 		if i%3 != 0 {
-			q[t.Connection] = combo.Quota{
+			q[t] = combo.Quota{
 				Session: combo.Window{Known: true, Remaining: float64(i) / 8, ResetAt: t0.Add(time.Duration(i) * time.Hour / 2)},
 				Weekly:  combo.Window{Known: true, Remaining: float64(8-i) / 8, ResetAt: t0.Add(time.Duration(i) * 24 * time.Hour)},
 			}

@@ -231,26 +231,33 @@ func (s *StrictRandom) Order(p *Pick) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.decks.get(comboName(p), maxStrategyCombos)
+	// dealt marks the first 64 targets already dealt in this cycle; later
+	// ones are looked up again when needed.
+	var dealt uint64
 	left := 0
-	for _, t := range ts {
-		if !d.has(keyOf(t)) {
+	for i, t := range ts {
+		if d.has(keyOf(t)) {
+			if i < 64 {
+				dealt |= 1 << i
+			}
+		} else {
 			left++
 		}
 	}
 	if left == 0 || len(d.dealt) >= maxDeck {
 		d.dealt = d.dealt[:0]
+		dealt = 0
 		left = n
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := r.r.IntN(left)
 	for i, t := range ts {
-		key := keyOf(t)
-		if d.has(key) {
+		if i < 64 && dealt&(1<<i) != 0 || i >= 64 && d.has(keyOf(t)) {
 			continue
 		}
 		if k == 0 {
-			d.dealt = append(d.dealt, key)
+			d.dealt = append(d.dealt, keyOf(t))
 			toFront(ts, i)
 			break
 		}

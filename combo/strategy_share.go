@@ -138,7 +138,7 @@ func (s *QuotaShare) round(name string, room []keyed) int {
 	}
 	win, winEntry := -1, -1
 	for i, k := range room {
-		e := st.find(keyOf(k.t))
+		e := st.find(keyOf(k.t), i)
 		st.entries[e].d += targetWeight(k.t) / total
 		if win < 0 || st.entries[e].d > st.entries[winEntry].d+deficitTie {
 			win, winEntry = i, e
@@ -148,8 +148,13 @@ func (s *QuotaShare) round(name string, room []keyed) int {
 	return win
 }
 
-// find returns the index of k's entry, adding it with a zero deficit.
-func (d *deficits) find(k targetKey) int {
+// find returns the index of k's entry, adding it with a zero deficit. The
+// entry is looked for at index guess first: the targets of a combo usually
+// come in the same order.
+func (d *deficits) find(k targetKey, guess int) int {
+	if guess < len(d.entries) && d.entries[guess].key == k {
+		return guess
+	}
 	for i := range d.entries {
 		if d.entries[i].key == k {
 			return i
