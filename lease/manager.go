@@ -16,6 +16,7 @@ import (
 // value is not usable.
 type Manager struct {
 	store    Store
+	held     heldChecker // store's copy-free HeldAt, when it has one
 	ttl      time.Duration
 	onChange func(Event)
 }
@@ -27,7 +28,15 @@ func New(c Config) *Manager {
 	if c.Store == nil {
 		c.Store = NewMemoryStore(c)
 	}
-	return &Manager{store: c.Store, ttl: c.TTL, onChange: c.OnChange}
+	m := &Manager{store: c.Store, ttl: c.TTL, onChange: c.OnChange}
+	m.held, _ = c.Store.(heldChecker)
+	return m
+}
+
+// heldChecker is the in-memory store's shortcut for HeldAt: it answers
+// without copying a whole Lease.
+type heldChecker interface {
+	heldUntil(connection string, now time.Time) (time.Time, bool)
 }
 
 // Store returns the store behind m.
@@ -240,6 +249,13 @@ func (m *Manager) Held(ctx context.Context, connection string) (time.Time, bool,
 // one holds stays open to ordinary routing). With the in-memory store it
 // does not allocate.
 func (m *Manager) HeldAt(ctx context.Context, connection string, now time.Time) (until time.Time, held bool, err error) {
+	if m.held != nil {
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, false, err
+		}
+		until, held = m.held.heldUntil(connection, now)
+		return until, held, nil
+	}
 	l, ok, err := m.store.Occupant(ctx, connection, now)
 	if err != nil || !ok {
 		return time.Time{}, false, err

@@ -547,6 +547,22 @@ func TestHeldAt(t *testing.T) {
 			t.Fatal("not held")
 		}
 	}))
+
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(121*time.Second))
+	require.NoError(t, err)
+	_, held, _ = m.HeldAt(ctx, "c1", T0.Add(122*time.Second))
+	assert.True(t, held, "a new lease holds the connection again")
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
+	_, err = m.ReleaseAt(ctx, h, "", T0.Add(123*time.Second))
+	require.NoError(t, err)
+	_, held, _ = m.HeldAt(ctx, "c1", T0.Add(123*time.Second))
+	assert.False(t, held, "a released lease no longer holds the connection")
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, held, err = m.HeldAt(cancelled, "c1", T0)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, held)
 }
 
 // Owners acquire, renew, fence, select and release concurrently over a few

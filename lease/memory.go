@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,7 @@ type MemoryStore struct {
 	mu        sync.RWMutex
 	owners    map[OwnerHash]*ownerRecord // every remembered owner
 	conns     map[string]*ownerRecord    // connection → owner holding it
+	nheld     atomic.Int64               // len(conns), for a lock-free "nothing held" answer
 	last      time.Time                  // latest now observed by a write
 	nextSweep time.Time
 }
@@ -96,6 +98,7 @@ func (s *MemoryStore) expire(rec *ownerRecord, now time.Time) (Lease, bool) {
 func (s *MemoryStore) end(rec *ownerRecord, l Lease) {
 	if s.conns[l.Connection] == rec {
 		delete(s.conns, l.Connection)
+		s.nheld.Store(int64(len(s.conns)))
 	}
 	rec.hasActive = false
 	rec.active = Lease{}
@@ -166,6 +169,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, r Request, now time.Time) (Ou
 	rec.hasActive = true
 	rec.touched = now
 	s.conns[r.Connection] = rec
+	s.nheld.Store(int64(len(s.conns)))
 	s.maybeSweep(now)
 	return Outcome{Result: ResultAcquired, Lease: rec.active}, nil
 }
@@ -221,6 +225,7 @@ func (s *MemoryStore) Transition(ctx context.Context, h Holder, provider, connec
 	rec.hasActive = true
 	rec.touched = now
 	s.conns[connection] = rec
+	s.nheld.Store(int64(len(s.conns)))
 	return Outcome{Result: ResultTransitioned, Lease: rec.active, Previous: prev}, nil
 }
 
@@ -344,6 +349,9 @@ func (s *MemoryStore) Occupant(ctx context.Context, connection string, now time.
 	if err := ctx.Err(); err != nil {
 		return Lease{}, false, err
 	}
+	if s.nheld.Load() == 0 {
+		return Lease{}, false, nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	now = s.readNow(now)
@@ -352,6 +360,22 @@ func (s *MemoryStore) Occupant(ctx context.Context, connection string, now time.
 		return Lease{}, false, nil
 	}
 	return rec.active, true, nil
+}
+
+// heldUntil is Occupant for HeldAt: the expiry of connection's live lease,
+// if any, without copying the lease.
+func (s *MemoryStore) heldUntil(connection string, now time.Time) (time.Time, bool) {
+	if s.nheld.Load() == 0 {
+		return time.Time{}, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now = s.readNow(now)
+	rec := s.conns[connection]
+	if rec == nil || !rec.hasActive || !rec.active.ActiveAt(now) {
+		return time.Time{}, false
+	}
+	return rec.active.ExpiresAt, true
 }
 
 // Reconcile implements [Store]. It also forgets owners past Retention.

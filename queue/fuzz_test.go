@@ -129,7 +129,11 @@ func FuzzOps(f *testing.F) {
 				waiting = keep
 			}
 			check := func(step int) {
-				st := q.Status("k")
+				now := time.Now()
+				st := q.StatusAt("k", now)
+				if d := q.CheckAt("k", now); d != st.Decision {
+					t.Fatalf("step %d: CheckAt says %v, StatusAt says %v", step, d, st.Decision)
+				}
 				if st.Running < 0 || st.Running > capN || st.Running != len(held) {
 					t.Fatalf("step %d: running %d, held %d, cap %d", step, st.Running, len(held), capN)
 				}

@@ -58,7 +58,24 @@ func (q *Queue) Check(key string) Decision { return q.CheckAt(key, time.Now()) }
 // CheckAt reports what Acquire would do with a request on key at now. It
 // neither blocks nor allocates (provided Config.Overrides does not).
 func (q *Queue) CheckAt(key string, now time.Time) Decision {
-	return q.StatusAt(key, now).Decision
+	s := q.settingsFor(key)
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	g := q.gates[key]
+	if g == nil {
+		return Admit
+	}
+	waiting := g.waiters.Len()
+	switch {
+	case s.MaxQueueDepth > 0 && waiting >= s.MaxQueueDepth:
+		return Refuse
+	case waiting > 0,
+		s.MaxConcurrency > 0 && g.running >= s.MaxConcurrency,
+		g.blockedUntil.After(now),
+		g.rateReadyAt(now).After(now):
+		return Wait
+	}
+	return Admit
 }
 
 // Status is shorthand for StatusAt(key, time.Now()).
