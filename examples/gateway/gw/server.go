@@ -127,13 +127,18 @@ func bearer(r *http.Request) string {
 	return ""
 }
 
+// authorizeAdmin admits the admin token. A client API key is a known
+// caller without the right (403); anything else is unauthenticated (401).
 func (s *Server) authorizeAdmin(r *http.Request) error {
 	tok := bearer(r)
-	if s.cfg.AdminToken == "" || tok == "" ||
-		subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) != 1 {
-		return combo.ErrAdminUnauthorized
+	switch {
+	case s.cfg.AdminToken != "" && tok != "" &&
+		subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1:
+		return nil
+	case tok != "" && s.keys[tok] != nil:
+		return combo.ErrAdminForbidden
 	}
-	return nil
+	return combo.ErrAdminUnauthorized
 }
 
 // client returns the API key of a chat request; nil with no keys
