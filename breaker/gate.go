@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -157,6 +158,9 @@ type Gate struct {
 	prov   map[string]*provEntry
 	conns  map[connKey]*connEntry
 	writes int
+	// entries is len(prov)+len(conns), stored after every write so that a
+	// gate with nothing recorded answers its checks without the lock.
+	entries atomic.Int64
 }
 
 type provEntry struct {
@@ -208,6 +212,7 @@ func (g *Gate) RecordFailureAt(provider, conn string, now time.Time) {
 	w := g.window(provider)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.countEntries()
 	g.maybePruneLocked(now)
 	e := g.prov[provider]
 	if e == nil {
@@ -262,6 +267,7 @@ func (g *Gate) RecordSuccessAt(provider, conn string, now time.Time) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.countEntries()
 	g.maybePruneLocked(now)
 	if e := g.prov[provider]; e != nil {
 		e.times, e.until = e.times[:0], time.Time{}
@@ -279,7 +285,7 @@ func (g *Gate) RecordSuccess(provider, conn string) { g.RecordSuccessAt(provider
 // BlockedUntilAt reports whether provider is cooling at now and until when
 // (exclusive). A disabled gate never blocks.
 func (g *Gate) BlockedUntilAt(provider string, now time.Time) (until time.Time, blocked bool) {
-	if !g.s.Enabled {
+	if !g.s.Enabled || g.entries.Load() == 0 {
 		return time.Time{}, false
 	}
 	g.mu.RLock()
@@ -308,7 +314,7 @@ func (g *Gate) ConnCooldown(n int) time.Duration {
 // ConnBlockedUntilAt reports whether the connection conn of provider is
 // cooling at now and until when (exclusive). A disabled gate never blocks.
 func (g *Gate) ConnBlockedUntilAt(provider, conn string, now time.Time) (until time.Time, blocked bool) {
-	if !g.s.Enabled {
+	if !g.s.Enabled || g.entries.Load() == 0 {
 		return time.Time{}, false
 	}
 	g.mu.RLock()
@@ -333,6 +339,7 @@ func (g *Gate) ConnBlockedUntil(provider, conn string) (time.Time, bool) {
 func (g *Gate) Clear() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.countEntries()
 	clear(g.prov)
 	clear(g.conns)
 }
@@ -419,8 +426,12 @@ func (g *Gate) pruneLocked(now time.Time) {
 func (g *Gate) PruneAt(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.countEntries()
 	g.pruneLocked(now)
 }
+
+// countEntries publishes the number of entries; call it with g.mu held.
+func (g *Gate) countEntries() { g.entries.Store(int64(len(g.prov) + len(g.conns))) }
 
 func evictOldest[K comparable, V any](m map[K]V, last func(V) time.Time) {
 	var (

@@ -33,68 +33,91 @@ func queueKey(t *Target) string {
 
 // exclusion asks every layer about t, in the fixed order: breaker, provider
 // gate, model lockout, connection, per-request exhaustion, tool limit, lease,
-// admission. The first refusal names the exclusion. It allocates nothing.
-func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time) (Exclusion, bool) {
-	x := Exclusion{Provider: t.Provider, Connection: t.Connection, Model: t.Model}
-	if b := r.cfg.Breakers; b != nil {
-		if s, wait := b.State(t.Provider); s == breaker.Open {
-			x.Reason, x.RetryAfter = ReasonCircuitOpen, wait
-			return x, true
+// admission. The first refusal names the exclusion: it is written to x and
+// exclusion reports true. It allocates nothing.
+func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time, x *Exclusion) bool {
+	if r.cfg.Breakers != nil {
+		if open, wait := r.breakerOpen(t.Provider, st); open {
+			return exclude(x, t, ReasonCircuitOpen, "", wait)
 		}
 	}
 	if g := r.cfg.Gate; g != nil {
 		if until, blocked := g.BlockedUntilAt(t.Provider, now); blocked {
-			x.Reason, x.RetryAfter = ReasonProviderCooldown, until.Sub(now)
-			return x, true
+			return exclude(x, t, ReasonProviderCooldown, "", until.Sub(now))
 		}
 		if t.Connection != "" {
 			if until, blocked := g.ConnBlockedUntilAt(t.Provider, t.Connection, now); blocked {
-				x.Reason, x.RetryAfter = ReasonProviderCooldown, until.Sub(now)
-				return x, true
+				return exclude(x, t, ReasonProviderCooldown, "", until.Sub(now))
 			}
 		}
 	}
 	if l := r.cfg.Lockouts; l != nil && t.Model != "" {
 		if until, reason, locked := l.LockedAt(t.Provider, t.Connection, t.Model, now); locked {
-			x.Reason, x.Detail, x.RetryAfter = ReasonModelLockout, string(reason), until.Sub(now)
-			return x, true
+			return exclude(x, t, ReasonModelLockout, string(reason), until.Sub(now))
 		}
 	}
 	if c := r.cfg.Cooldowns; c != nil && t.Connection != "" {
 		s := c.StatusAt(t.Connection, now)
 		switch {
 		case s.State == cooldown.Cooling:
-			x.Reason, x.Detail, x.RetryAfter = ReasonConnectionCooldown, s.Reason, s.Until.Sub(now)
-			return x, true
+			return exclude(x, t, ReasonConnectionCooldown, s.Reason, s.Until.Sub(now))
 		case s.State.Terminal():
-			x.Reason, x.Detail = ReasonUnavailable, s.State.String()
-			if !s.Until.IsZero() && s.Until.After(now) {
-				x.RetryAfter = s.Until.Sub(now)
+			var wait time.Duration
+			if s.Until.After(now) {
+				wait = s.Until.Sub(now)
 			}
-			return x, true
+			return exclude(x, t, ReasonUnavailable, s.State.String(), wait)
 		}
 	}
 	if st.exh.skipped(t) {
-		x.Reason = ReasonExhausted
-		return x, true
+		return exclude(x, t, ReasonExhausted, "", 0)
 	}
 	if tl := r.cfg.ToolLimits; tl != nil && !tl.Allows(t.Provider, t.Model, req.Tools, now) {
-		x.Reason = ReasonToolLimit
-		return x, true
+		return exclude(x, t, ReasonToolLimit, "", 0)
 	}
 	if m := r.cfg.Leases; m != nil && req.Lease == nil && t.Connection != "" {
 		if until, held, err := m.HeldAt(context.Background(), t.Connection, now); err == nil && held {
-			x.Reason, x.RetryAfter = ReasonLeaseHeld, until.Sub(now)
-			return x, true
+			return exclude(x, t, ReasonLeaseHeld, "", until.Sub(now))
 		}
 	}
 	if q := r.cfg.Queue; q != nil {
 		if q.CheckAt(queueKey(t), now) == queue.Refuse {
-			x.Reason = ReasonQueueFull
-			return x, true
+			return exclude(x, t, ReasonQueueFull, "", 0)
 		}
 	}
-	return x, false
+	return false
+}
+
+// exclude fills x with t's exclusion and returns true.
+func exclude(x *Exclusion, t *Target, reason Reason, detail string, wait time.Duration) bool {
+	*x = Exclusion{Provider: t.Provider, Connection: t.Connection, Model: t.Model,
+		Reason: reason, Detail: detail, RetryAfter: wait}
+	return true
+}
+
+// breakerOpen reports whether provider's breaker is open and for how long.
+// While st.memo is on (one screening pass), each provider's breaker is read
+// once and remembered.
+func (r *Router) breakerOpen(provider string, st *reqState) (bool, time.Duration) {
+	if !st.memo {
+		s, wait := r.cfg.Breakers.State(provider)
+		return s == breaker.Open, wait
+	}
+	for _, b := range st.breakers {
+		if b.provider == provider {
+			return b.open, b.wait
+		}
+	}
+	s, wait := r.cfg.Breakers.State(provider)
+	st.breakers = append(st.breakers, breakerMemo{provider, s == breaker.Open, wait})
+	return s == breaker.Open, wait
+}
+
+// breakerMemo is one provider's breaker as read during a screening pass.
+type breakerMemo struct {
+	provider string
+	open     bool
+	wait     time.Duration
 }
 
 // breakerState reports the provider's breaker state for strategies.

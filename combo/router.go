@@ -131,6 +131,10 @@ type reqState struct {
 	tried    []targetKey
 	exh      exhaustion
 	pick     Pick
+	// memo and breakers: during screen, each provider's breaker is read
+	// once.
+	memo     bool
+	breakers []breakerMemo
 }
 
 // New returns a router over the layers in cfg. Every layer is optional.
@@ -178,11 +182,17 @@ func (r *Router) putState(st *reqState) {
 func (r *Router) screen(req *Request, st *reqState, now time.Time) {
 	st.eligible = st.eligible[:0]
 	st.excluded = st.excluded[:0]
+	st.memo, st.breakers = true, st.breakers[:0]
+	defer func() {
+		clear(st.breakers)
+		st.memo, st.breakers = false, st.breakers[:0]
+	}()
 	for _, t := range st.all {
 		if st.triedBefore(t) {
 			continue
 		}
-		if x, out := r.exclusion(t, req, st, now); out {
+		var x Exclusion
+		if r.exclusion(t, req, st, now, &x) {
 			st.excluded = append(st.excluded, x)
 			continue
 		}
@@ -191,6 +201,9 @@ func (r *Router) screen(req *Request, st *reqState, now time.Time) {
 }
 
 func (st *reqState) triedBefore(t *Target) bool {
+	if len(st.tried) == 0 {
+		return false
+	}
 	k := keyOf(t)
 	for _, x := range st.tried {
 		if x == k {
@@ -290,7 +303,8 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 				break
 			}
 			st.tried = append(st.tried, keyOf(t))
-			if x, out := r.exclusion(t, &req, st, r.now()); out {
+			var x Exclusion
+			if r.exclusion(t, &req, st, r.now(), &x) {
 				res.Attempts = append(res.Attempts, Attempt{Target: *t, Outcome: OutcomeSkipped,
 					Reason: x.Reason, Code: x.Detail, Start: r.now()})
 				continue
