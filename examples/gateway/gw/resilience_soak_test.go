@@ -1,0 +1,191 @@
+package gw_test
+
+import (
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
+
+	"github.com/routeguard/routeguard/combo/combotest"
+	"github.com/routeguard/routeguard/examples/gateway/gw"
+)
+
+// TestSoakLoopback runs a bounded load, maxRequests or maxDuration
+// whichever ends first, from many goroutines against the gateway on
+// loopback, over a mix of healthy and flaky upstreams. No request may be
+// lost or hung: each one gets a status (a success or a typed error) within
+// its deadline. Afterwards the goroutine count must come back to where it
+// was before the load, and nothing may leak once the servers are closed.
+func TestSoakLoopback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak test skipped in -short mode")
+	}
+	const (
+		clients     = 32
+		maxRequests = 2000
+		maxDuration = 10 * time.Second
+		deadline    = 5 * time.Second
+		// goroutineSlack is how far above its value before the load the
+		// goroutine count may settle: a runtime or net/http helper that
+		// outlives its request by a moment, never one per request.
+		goroutineSlack = 4
+	)
+	ignore := goleak.IgnoreCurrent()
+
+	steady, flaky := combotest.New(), combotest.New()
+	steady.Handle("", func(c combotest.Call) combotest.Reply { return streamOrPlain(c, time.Millisecond, "steady ", "answer") })
+	// The flaky provider fails in a fixed pattern per connection: a 503,
+	// a dropped connection, a slow answer, and successes in between.
+	flaky.Handle("", func(c combotest.Call) combotest.Reply {
+		switch {
+		case c.N%5 == 0:
+			return combotest.Error(http.StatusServiceUnavailable, "flaky is down")
+		case c.N%7 == 0:
+			return combotest.Reset()
+		case c.N%11 == 0:
+			return streamOrPlain(c, 0, "slow ", "flaky").After(30 * time.Millisecond)
+		}
+		return streamOrPlain(c, time.Millisecond, "flaky ", "answer")
+	})
+	cfg := &gw.Config{
+		Providers: []gw.Provider{provider("steady", steady, 2), provider("flaky", flaky, 2)},
+		Combos: []gw.Combo{
+			comboOf("flaky-first", 2*time.Second, "flaky", "steady"),
+			comboOf("steady-first", 2*time.Second, "steady", "flaky"),
+		},
+	}
+	cfg.Combos = append(cfg.Combos, gw.Combo{Name: "rotate", Strategy: "round-robin",
+		Targets: []gw.Target{{Provider: "flaky", Model: rigModel}, {Provider: "steady", Model: rigModel}}})
+	cfg.Resilience.Breaker.APIKey = gw.BreakerProfile{OpenAt: 5, ResetMs: 1000, MaxMultiplier: 1}
+	cfg.Resilience.Cooldown.APIKey = gw.CooldownProfile{BaseMs: 20, Steps: 1, MaxMs: 100}
+	cfg.Resilience.ThroughputWatchdog = gw.WatchdogConfig{Enabled: true, IdleTimeoutMs: 2000}
+	r := newRig(t, cfg, map[string]*combotest.Upstream{"steady": steady, "flaky": flaky})
+
+	models := []string{"flaky-first", "steady-first", "rotate", "flaky/" + rigModel, "steady/" + rigModel}
+	// One warm-up request per model, then the goroutine count with every
+	// server started and idle.
+	for _, m := range models {
+		r.chat(m, false, deadline)
+	}
+	r.tr.CloseIdleConnections()
+	r.gw.Close()
+	before := steadyGoroutines(time.Second)
+
+	var issued, done, ok, typed, health, lost atomic.Int64
+	var peak atomic.Int64
+	var worst atomic.Int64 // nanoseconds
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	stopAt := time.Now().Add(maxDuration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stopAt) {
+				n := issued.Add(1)
+				if n > maxRequests {
+					issued.Add(-1)
+					return
+				}
+				var res result
+				if n%20 == 0 {
+					res = r.health(deadline)
+					if res.Status == http.StatusOK && res.Err == nil {
+						health.Add(1)
+					}
+				} else {
+					res = r.chat(models[(int(n)+c)%len(models)], n%4 == 0, deadline)
+				}
+				done.Add(1)
+				raise(&peak, int64(runtime.NumGoroutine()))
+				raise(&worst, int64(res.Wall))
+				mu.Lock()
+				statuses[res.Status]++
+				mu.Unlock()
+				switch {
+				case !res.answered():
+					if lost.Add(1) <= 3 {
+						t.Errorf("request %d lost: status %d, err %v, after %v, body %q", n, res.Status, res.Err, res.Wall, res.Body)
+					}
+				case res.Status < 300:
+					ok.Add(1)
+				default:
+					typed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	// Close the idle keep-alive connections on both hops, then let the
+	// goroutine count settle.
+	r.tr.CloseIdleConnections()
+	r.gw.Close()
+	afterLoad := settleGoroutines(before+goroutineSlack, 2*time.Second)
+
+	t.Logf("soak: %d requests (%d health checks) from %d clients in %v (%.0f req/s): %d 2xx, %d typed errors, %d lost; "+
+		"statuses %v; slowest %v", done.Load(), health.Load(), clients, elapsed.Round(time.Millisecond),
+		float64(done.Load())/elapsed.Seconds(), ok.Load(), typed.Load(), lost.Load(), statuses,
+		time.Duration(worst.Load()).Round(time.Millisecond))
+	t.Logf("soak: upstream calls: steady %d, flaky %d; goroutines before %d, peak sampled %d, after %d",
+		steady.Total(), flaky.Total(), before, peak.Load(), afterLoad)
+
+	assert.Equal(t, issued.Load(), done.Load(), "every issued request returned")
+	assert.Zero(t, lost.Load(), "lost or hung requests")
+	assert.GreaterOrEqual(t, 2*ok.Load(), done.Load(), "most requests succeed: a healthy target backs every combo")
+	assert.True(t, done.Load() == maxRequests || elapsed >= maxDuration, "the load stopped early: %d requests in %v",
+		done.Load(), elapsed)
+	assert.LessOrEqual(t, time.Duration(worst.Load()), deadline, "the slowest request")
+	assert.LessOrEqual(t, afterLoad, before+goroutineSlack, "goroutines after the load (before: %d)", before)
+
+	r.close()
+	goleak.VerifyNone(t, ignore)
+}
+
+// raise sets v to n if n is larger.
+func raise(v *atomic.Int64, n int64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// steadyGoroutines waits, for at most d, until the goroutine count has not
+// changed over five samples 20 ms apart, and returns it.
+func steadyGoroutines(d time.Duration) int {
+	end := time.Now().Add(d)
+	last, same := runtime.NumGoroutine(), 0
+	for same < 5 && time.Now().Before(end) {
+		time.Sleep(20 * time.Millisecond)
+		n := runtime.NumGoroutine()
+		if n == last {
+			same++
+		} else {
+			last, same = n, 0
+		}
+	}
+	return last
+}
+
+// settleGoroutines polls the goroutine count until it is at most want, for
+// at most d, and returns the last count.
+func settleGoroutines(want int, d time.Duration) int {
+	end := time.Now().Add(d)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want || time.Now().After(end) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
