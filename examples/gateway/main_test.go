@@ -104,7 +104,7 @@ type gatewayProc struct {
 // loopback port and waits until it answers. A nil cfg runs the built-in
 // demo. The process is killed when
 // the test ends, if it is still running.
-func startGateway(t *testing.T, cfg *gw.Config, args ...string) *gatewayProc {
+func startGateway(t testing.TB, cfg *gw.Config, args ...string) *gatewayProc {
 	t.Helper()
 	bin := gatewayBinary(t)
 	flags := []string{"-listen", "127.0.0.1:0"}
@@ -170,7 +170,7 @@ func startGateway(t *testing.T, cfg *gw.Config, args ...string) *gatewayProc {
 }
 
 // wait waits for the process to exit and returns the result of Wait.
-func (g *gatewayProc) wait(t *testing.T, d time.Duration) error {
+func (g *gatewayProc) wait(t testing.TB, d time.Duration) error {
 	t.Helper()
 	select {
 	case <-g.done:
@@ -188,7 +188,7 @@ var (
 
 // testClient is the HTTP client of the tests; its idle connections are
 // closed at the end of every test so that no goroutine outlives it.
-func testClient(t *testing.T) *http.Client {
+func testClient(t testing.TB) *http.Client {
 	clientOnce.Do(func() {
 		client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	})
