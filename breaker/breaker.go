@@ -42,12 +42,23 @@ type Breaker struct {
 	failures    int         // the leaky failure count
 	times       []time.Time // counted failure times, oldest first; only with a Window
 	lastFailure time.Time
+	kind        Kind          // kind of the last failure
+	kindCounts  [NumKinds]int // counted failures by kind since the breaker last closed
 	cycles      int           // failed probes in a row since the breaker last closed
 	openedAt    time.Time     // start of the current open period
 	openFor     time.Duration // length of the current open period
+	trip        bool          // makes cb's next failure trip whatever the count
+
+	// restored is set by Restore for an open or half-open record: cb is
+	// closed underneath, and the visible state follows openedAt, openFor
+	// and probeDone alone until the first probe reports (see restoredProbe).
+	restored bool
 
 	probeDone  func(error) // cb's done func of the probe in flight, or nil
 	probeStart time.Time
+
+	conns map[string]time.Time // last counted failure by connection, for ConnDedup
+	netAt time.Time            // last counted network error, for NetworkDedup
 
 	reported State // the state last given to the hook
 }
@@ -79,7 +90,7 @@ func (b *Breaker) newMachine() *gobreaker.TwoStepCircuitBreaker[struct{}] {
 		MaxRequests: 1,
 		Timeout:     b.p.Reset - time.Nanosecond,
 		ReadyToTrip: func(gobreaker.Counts) bool {
-			return b.failures >= b.p.OpenAt // b.mu is held by the caller
+			return b.trip || b.failures >= b.p.OpenAt // b.mu is held by the caller
 		},
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			b.gs = to // b.mu is held: every call into cb happens under it
@@ -104,28 +115,51 @@ func (b *Breaker) Profile() Profile { return b.p }
 //
 // Allow on a closed breaker costs one small allocation (the done func).
 func (b *Breaker) Allow() (done func(Outcome), err error) {
+	gen, probe, err := b.admit()
+	if err != nil {
+		return nil, err
+	}
+	return func(o Outcome) { b.finish(gen, probe, Report{Outcome: o}) }, nil
+}
+
+// AllowReport is [Breaker.Allow] whose done func takes a [Report]: the
+// outcome with the failure's kind, connection and flags. The report is
+// filtered as [Breaker.ReportAt] filters it (queue timeouts, network and
+// per-connection deduplication), except that a probe's failure is never
+// deduplicated and a probe's queue timeout only frees the probe slot.
+func (b *Breaker) AllowReport() (done func(Report), err error) {
+	gen, probe, err := b.admit()
+	if err != nil {
+		return nil, err
+	}
+	return func(r Report) { b.finish(gen, probe, r) }, nil
+}
+
+// admit decides one admission: the generation to report under, whether it
+// is the half-open probe, or the refusal.
+func (b *Breaker) admit() (gen uint64, probe bool, err error) {
 	b.mu.Lock()
-	if b.gs == gobreaker.StateClosed && b.p.Window == 0 {
+	if b.gs == gobreaker.StateClosed && b.p.Window == 0 && !b.restored {
 		// Without a counting window nothing in the closed state depends on
 		// time: admit at once.
-		gen := b.gen
+		gen = b.gen
 		b.mu.Unlock()
-		return b.doneFunc(gen, false), nil
+		return gen, false, nil
 	}
 	now := time.Now()
 	b.refreshLocked(now)
 	st, retry := b.stateLocked(now)
 	switch {
 	case st.Admits():
-		done = b.doneFunc(b.gen, false)
+		gen = b.gen
 	case st == HalfOpen && b.probeDone == nil:
-		gd, gerr := b.cb.Allow()
+		gd, gerr := b.probeSlotLocked()
 		if gerr != nil {
 			err = &OpenError{Provider: b.name, State: HalfOpen, RetryAfter: retry}
 			break
 		}
 		b.probeDone, b.probeStart = gd, now
-		done = b.doneFunc(b.gen, true)
+		gen, probe = b.gen, true
 	default:
 		err = &OpenError{Provider: b.name, State: st, RetryAfter: retry}
 	}
@@ -134,23 +168,61 @@ func (b *Breaker) Allow() (done func(Outcome), err error) {
 	if fire {
 		b.hook(ch)
 	}
-	return done, err
+	return gen, probe, err
 }
 
-func (b *Breaker) doneFunc(gen uint64, probe bool) func(Outcome) {
-	return func(o Outcome) { b.report(gen, probe, o) }
+// probeSlotLocked takes the half-open probe slot: cb's, or for a restored
+// breaker the restore layer's.
+func (b *Breaker) probeSlotLocked() (func(error), error) {
+	if b.restored {
+		return b.restoredProbe, nil
+	}
+	return b.cb.Allow()
 }
 
-// report accounts one outcome issued under generation gen.
-func (b *Breaker) report(gen uint64, probe bool, o Outcome) {
+// restoredProbe settles the probe of a restored breaker, whose cb is still
+// closed: a success keeps cb closed and starts a new generation, a failure
+// trips cb open, an ignored result only frees the slot. b.mu is held.
+func (b *Breaker) restoredProbe(err error) {
+	switch err {
+	case nil:
+		b.restored = false
+		b.gen++
+	case errTripped:
+		b.restored = false
+		b.tripLocked()
+	}
+}
+
+// tripLocked opens a closed cb whatever the count.
+func (b *Breaker) tripLocked() {
+	b.trip = true
+	if gd, err := b.cb.Allow(); err == nil {
+		gd(errTripped)
+	}
+	b.trip = false
+}
+
+// finish accounts one admitted request's report, issued under generation
+// gen.
+func (b *Breaker) finish(gen uint64, probe bool, r Report) {
+	o := r.Outcome
+	if r.QueueTimeout {
+		o = Ignored
+	}
 	if o == Ignored && !probe {
 		return
 	}
 	b.mu.Lock()
-	if o == Success && !probe && b.gs == gobreaker.StateClosed && b.p.Window == 0 {
+	if o == Success && !probe && b.gs == gobreaker.StateClosed && b.p.Window == 0 && !b.restored {
 		// Hot path: a success on a closed breaker without a window.
-		if gen == b.gen && b.failures > 0 {
-			b.failures--
+		if gen == b.gen {
+			if b.failures > 0 {
+				b.failures--
+			}
+			if r.Conn != "" {
+				delete(b.conns, r.Conn)
+			}
 		}
 		ch, fire := b.noteLocked(time.Time{})
 		b.mu.Unlock()
@@ -161,8 +233,11 @@ func (b *Breaker) report(gen uint64, probe bool, o Outcome) {
 	}
 	now := time.Now()
 	b.refreshLocked(now)
-	if gen == b.gen {
-		b.accountLocked(probe, o, now)
+	if gen == b.gen && (o != Failure || probe || b.passLocked(r, now)) {
+		if o == Success && r.Conn != "" {
+			delete(b.conns, r.Conn)
+		}
+		b.accountLocked(probe, o, r.Kind, now)
 	}
 	ch, fire := b.noteLocked(now)
 	b.mu.Unlock()
@@ -172,54 +247,108 @@ func (b *Breaker) report(gen uint64, probe bool, o Outcome) {
 }
 
 // accountLocked applies an outcome of the current generation.
-func (b *Breaker) accountLocked(probe bool, o Outcome, now time.Time) {
-	switch b.gs {
-	case gobreaker.StateClosed:
-		switch o {
-		case Success:
-			b.dropFailureLocked()
-		case Failure:
-			b.addFailureLocked(now)
-			// Let gobreaker decide the trip; its ReadyToTrip reads the
-			// leaky count. A closed gobreaker always admits.
-			if gd, err := b.cb.Allow(); err == nil {
-				gd(errTripped)
-			}
-			if b.gs == gobreaker.StateOpen {
-				b.startOpenLocked()
-			}
-		}
-	case gobreaker.StateHalfOpen:
-		if !probe || b.probeDone == nil {
-			return
-		}
+func (b *Breaker) accountLocked(probe bool, o Outcome, k Kind, now time.Time) {
+	if b.gs == gobreaker.StateClosed && !b.restored {
+		b.closedLocked(o, k, now)
+		return
+	}
+	if b.gs != gobreaker.StateHalfOpen && !b.restored {
+		return
+	}
+	if !probe || b.probeDone == nil {
+		return
+	}
+	switch o {
+	case Success:
+		b.closeHalfOpenLocked()
+	case Failure:
+		b.failHalfOpenLocked(k, now)
+	default:
 		gd := b.probeDone
 		b.probeDone, b.probeStart = nil, time.Time{}
-		switch o {
-		case Success:
-			gd(nil) // closes, new generation
-			b.failures, b.times, b.cycles = 0, b.times[:0], 0
-		case Failure:
-			b.cycles++
-			b.lastFailure = now
-			gd(errTripped) // reopens, new generation
+		gd(errExcluded) // frees the probe slot
+	}
+}
+
+// closedLocked applies an outcome to a closed breaker.
+func (b *Breaker) closedLocked(o Outcome, k Kind, now time.Time) {
+	switch o {
+	case Success:
+		b.dropFailureLocked()
+	case Failure:
+		b.addFailureLocked(k, now)
+		// Let gobreaker decide the trip; its ReadyToTrip reads the leaky
+		// count, or b.trip when a kind's own threshold is reached. A closed
+		// gobreaker always admits.
+		if int(k) < NumKinds {
+			if at := b.p.Kinds[k].OpenAt; at > 0 && b.kindCounts[k] >= at {
+				b.trip = true
+			}
+		}
+		if gd, err := b.cb.Allow(); err == nil {
+			gd(errTripped)
+		}
+		b.trip = false
+		if b.gs == gobreaker.StateOpen {
 			b.startOpenLocked()
-		default:
-			gd(errExcluded) // frees the probe slot
 		}
 	}
+}
+
+// closeHalfOpenLocked closes a half-open breaker after a success, with the
+// probe's slot when one is out.
+func (b *Breaker) closeHalfOpenLocked() {
+	gd := b.takeProbeLocked()
+	if gd == nil {
+		return
+	}
+	gd(nil) // closes, new generation
+	b.failures, b.times, b.cycles = 0, b.times[:0], 0
+	b.kind, b.kindCounts = KindNone, [NumKinds]int{}
+}
+
+// failHalfOpenLocked reopens a half-open breaker after a failure, with one
+// more cycle.
+func (b *Breaker) failHalfOpenLocked(k Kind, now time.Time) {
+	gd := b.takeProbeLocked()
+	if gd == nil {
+		return
+	}
+	b.cycles++
+	b.lastFailure, b.kind = now, k
+	gd(errTripped) // reopens, new generation
+	b.startOpenLocked()
+}
+
+// takeProbeLocked returns the done func of the probe in flight, or else a
+// fresh probe slot, and clears the probe. It returns nil if no slot can be
+// had.
+func (b *Breaker) takeProbeLocked() func(error) {
+	gd := b.probeDone
+	b.probeDone, b.probeStart = nil, time.Time{}
+	if gd == nil {
+		var err error
+		if gd, err = b.probeSlotLocked(); err != nil {
+			return nil
+		}
+	}
+	return gd
 }
 
 // startOpenLocked starts an open period after cb has opened. The start is
 // read after cb's own, so cb is never still open when this period ends.
 func (b *Breaker) startOpenLocked() {
 	b.openedAt = time.Now()
-	b.openFor = b.p.OpenDuration(b.cycles)
+	b.openFor = b.p.OpenDurationFor(b.kind, b.cycles)
 }
 
-func (b *Breaker) addFailureLocked(now time.Time) {
+func (b *Breaker) addFailureLocked(k Kind, now time.Time) {
+	if int(k) >= NumKinds {
+		k = KindNone
+	}
 	b.failures++
-	b.lastFailure = now
+	b.lastFailure, b.kind = now, k
+	b.kindCounts[k]++
 	if b.p.Window > 0 {
 		b.times = append(b.times, now)
 	}
@@ -242,13 +371,13 @@ func (b *Breaker) refreshLocked(now time.Time) {
 	if b.gs == gobreaker.StateOpen {
 		b.cb.State() // lets cb leave the open state on its clock
 	}
-	if b.gs == gobreaker.StateHalfOpen && b.probeDone != nil && now.Sub(b.probeStart) >= b.p.Reset {
+	if (b.gs == gobreaker.StateHalfOpen || b.restored) && b.probeDone != nil && now.Sub(b.probeStart) >= b.p.Reset {
 		gd := b.probeDone
 		b.probeDone, b.probeStart = nil, time.Time{}
 		b.gen++ // the lost probe's late result is ignored
 		gd(errExcluded)
 	}
-	if b.p.Window > 0 && b.gs == gobreaker.StateClosed && len(b.times) > 0 {
+	if b.p.Window > 0 && b.gs == gobreaker.StateClosed && !b.restored && len(b.times) > 0 {
 		cut := now.Add(-b.p.Window)
 		i := 0
 		for i < len(b.times) && !b.times[i].After(cut) {
@@ -263,7 +392,11 @@ func (b *Breaker) refreshLocked(now time.Time) {
 
 // stateLocked derives the visible state and the time until a probe.
 func (b *Breaker) stateLocked(now time.Time) (State, time.Duration) {
-	switch b.gs {
+	gs := b.gs
+	if b.restored {
+		gs = gobreaker.StateHalfOpen // open until openedAt+openFor, then half-open
+	}
+	switch gs {
 	case gobreaker.StateOpen:
 		return Open, b.untilLocked(b.openedAt, b.openFor, now)
 	case gobreaker.StateHalfOpen:
@@ -294,7 +427,7 @@ func (b *Breaker) untilLocked(start time.Time, d time.Duration, now time.Time) t
 // need the clock; it is read only when there is a change.
 func (b *Breaker) noteLocked(now time.Time) (Change, bool) {
 	var st State
-	if b.gs == gobreaker.StateClosed {
+	if b.gs == gobreaker.StateClosed && !b.restored {
 		st = Closed
 		if b.failures >= b.p.DegradedAt {
 			st = Degraded
@@ -322,7 +455,7 @@ func (b *Breaker) noteLocked(now time.Time) (Change, bool) {
 // lazy refreshes every call makes, and it does not allocate.
 func (b *Breaker) State() (State, time.Duration) {
 	b.mu.Lock()
-	if b.gs == gobreaker.StateClosed && b.p.Window == 0 && b.reported < Open {
+	if b.gs == gobreaker.StateClosed && b.p.Window == 0 && !b.restored && b.reported < Open {
 		// Nothing in a closed breaker without a window depends on time.
 		st := Closed
 		if b.failures >= b.p.DegradedAt {
@@ -399,15 +532,18 @@ func (b *Breaker) resetLocked() {
 	b.cb = b.newMachine()
 	b.gen++
 	b.failures, b.times, b.cycles = 0, nil, 0
+	b.kind, b.kindCounts = KindNone, [NumKinds]int{}
 	b.lastFailure, b.openedAt, b.openFor = time.Time{}, time.Time{}, 0
 	b.probeDone, b.probeStart = nil, time.Time{}
+	b.restored, b.conns, b.netAt = false, nil, time.Time{}
 }
 
 // idleLocked reports whether the breaker holds nothing worth keeping: closed,
 // no counted failure, no probe.
 func (b *Breaker) idleLocked() bool {
-	return b.gs == gobreaker.StateClosed && b.failures == 0
+	return b.gs == gobreaker.StateClosed && !b.restored && b.failures == 0
 }
 
-// closedLocked reports whether cb is closed (Closed or Degraded).
-func (b *Breaker) closedLocked() bool { return b.gs == gobreaker.StateClosed }
+// isClosedLocked reports whether the breaker is closed (Closed or
+// Degraded).
+func (b *Breaker) isClosedLocked() bool { return b.gs == gobreaker.StateClosed && !b.restored }

@@ -67,6 +67,29 @@ type Profile struct {
 	// Window, when positive, lets a counted failure expire Window after it
 	// happened. Default 0: failures never expire. Range [1 s, 720 h].
 	Window time.Duration
+	// Hints turns on the per-kind open times of Kinds: the kind of the last
+	// counted failure chooses the base open time (see
+	// [KindPolicy.Cooldown]). Off by default: every open time grows from
+	// Reset.
+	Hints bool
+	// Kinds is the per-kind policy, indexed by [Kind]; the KindNone entry is
+	// ignored. The zero value means the built-in hints and no per-kind
+	// thresholds.
+	Kinds [NumKinds]KindPolicy
+	// ConnDedup is how long after a counted failure of one connection (see
+	// [Report.Conn]) further failures of that connection are not counted.
+	// Default 5 s (zero or negative); range [1 ms, 1 h]. A report without a
+	// connection is never deduplicated this way.
+	ConnDedup time.Duration
+	// NetworkDedup is how long after a counted network error (see
+	// [Report.Network]) further network errors of the provider, on any
+	// connection, are not counted. Default 10 s (zero or negative); range
+	// [1 ms, 1 h].
+	NetworkDedup time.Duration
+	// MaxConns bounds the connections whose last counted failure is kept
+	// for ConnDedup. When full, expired entries are dropped first, then the
+	// oldest. Default 1024 (zero or negative); range [1, 100000].
+	MaxConns int
 }
 
 // Profile ranges and generic defaults.
@@ -82,6 +105,13 @@ const (
 	maxEscalation     = 100
 	minWindow         = time.Second
 	maxWindow         = 720 * time.Hour
+	maxKindCooldown   = 24 * time.Hour
+	defaultConnDedup  = 5 * time.Second
+	defaultNetDedup   = 10 * time.Second
+	minDedup          = time.Millisecond
+	maxDedup          = time.Hour
+	defaultMaxConns   = 1024
+	maxMaxConns       = 100_000
 )
 
 // DefaultProfile returns the built-in profile of a class:
@@ -133,15 +163,91 @@ func (p Profile) Normalize() Profile {
 	if p.Window != 0 {
 		p.Window = clampDur(p.Window, minWindow, maxWindow)
 	}
+	p.Kinds[KindNone] = KindPolicy{}
+	for k := range p.Kinds {
+		kp := &p.Kinds[k]
+		if kp.Cooldown > 0 {
+			kp.Cooldown = clampDur(kp.Cooldown, p.Reset, maxKindCooldown)
+		} else {
+			kp.Cooldown = 0
+		}
+		if kp.OpenAt > 0 {
+			kp.OpenAt = clampInt(kp.OpenAt, 1, maxOpenAt)
+		} else {
+			kp.OpenAt = 0
+		}
+	}
+	if p.ConnDedup > 0 {
+		p.ConnDedup = clampDur(p.ConnDedup, minDedup, maxDedup)
+	} else {
+		p.ConnDedup = 0
+	}
+	if p.NetworkDedup > 0 {
+		p.NetworkDedup = clampDur(p.NetworkDedup, minDedup, maxDedup)
+	} else {
+		p.NetworkDedup = 0
+	}
+	if p.MaxConns > 0 {
+		p.MaxConns = clampInt(p.MaxConns, 1, maxMaxConns)
+	} else {
+		p.MaxConns = 0
+	}
 	return p
+}
+
+// kindBase returns the base open time after a failure of kind k: the
+// kind's cooldown (or built-in hint) with Hints on, else Reset.
+func (p Profile) kindBase(k Kind) time.Duration {
+	if !p.Hints || int(k) >= NumKinds {
+		return p.Reset
+	}
+	c := p.Kinds[k].Cooldown
+	if c <= 0 {
+		c = hintCooldowns[k]
+	}
+	if c <= 0 {
+		return p.Reset
+	}
+	return clampDur(c, p.Reset, max(p.Reset, maxKindCooldown))
+}
+
+func (p Profile) connDedup() time.Duration {
+	if p.ConnDedup <= 0 {
+		return defaultConnDedup
+	}
+	return p.ConnDedup
+}
+
+func (p Profile) networkDedup() time.Duration {
+	if p.NetworkDedup <= 0 {
+		return defaultNetDedup
+	}
+	return p.NetworkDedup
+}
+
+func (p Profile) maxConns() int {
+	if p.MaxConns <= 0 {
+		return defaultMaxConns
+	}
+	return p.MaxConns
 }
 
 // OpenDuration returns how long a breaker stays open after its cycles-th
 // failed probe in a row (0 when it opened from closed): Reset while cycles ≤
 // EscalationCount, then Reset·2^(cycles−EscalationCount), capped at
 // Reset·MaxMultiplier. p should be normalized.
+//
+// It is OpenDurationFor(KindNone, cycles).
 func (p Profile) OpenDuration(cycles int) time.Duration {
-	base := p.Reset
+	return p.OpenDurationFor(KindNone, cycles)
+}
+
+// OpenDurationFor is [Profile.OpenDuration] for a breaker whose last
+// counted failure had kind k: with Hints on and a cooldown for k (see
+// [KindPolicy.Cooldown]), that cooldown replaces Reset as the base, with
+// the same doubling and the cap base·MaxMultiplier. p should be normalized.
+func (p Profile) OpenDurationFor(k Kind, cycles int) time.Duration {
+	base := p.kindBase(k)
 	if cycles <= p.EscalationCount {
 		return base
 	}
@@ -153,10 +259,15 @@ func (p Profile) OpenDuration(cycles int) time.Duration {
 	return min(d, limit)
 }
 
-// MaxOpenDuration is the longest open time the profile allows,
-// Reset·MaxMultiplier. p should be normalized.
+// MaxOpenDuration is the longest open time the profile allows: the longest
+// base (Reset, or with Hints the longest per-kind cooldown) times
+// MaxMultiplier. p should be normalized.
 func (p Profile) MaxOpenDuration() time.Duration {
-	return p.Reset * time.Duration(max(p.MaxMultiplier, 1))
+	base := p.Reset
+	for k := range NumKinds {
+		base = max(base, p.kindBase(Kind(k)))
+	}
+	return base * time.Duration(max(p.MaxMultiplier, 1))
 }
 
 // Settings configures a [Set]. The zero value means the built-in profiles of

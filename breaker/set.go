@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -104,6 +105,36 @@ func (s *Set) Allow(provider string) (done func(Outcome), err error) {
 	return s.Get(provider).Allow()
 }
 
+// AllowReport asks provider's breaker (creating it on first use); see
+// [Breaker.AllowReport].
+func (s *Set) AllowReport(provider string) (done func(Report), err error) {
+	return s.Get(provider).AllowReport()
+}
+
+// Report is [Set.ReportAt] at time.Now().
+func (s *Set) Report(provider string, r Report) bool {
+	return s.ReportAt(provider, r, time.Now())
+}
+
+// ReportAt accounts a report that belongs to no admission on provider's
+// breaker; see [Breaker.ReportAt]. An empty provider and the provider
+// "unknown" are ignored. A failure creates the breaker on first use; a
+// success for a provider without a breaker changes nothing and creates
+// none. It reports whether the report was accounted.
+func (s *Set) ReportAt(provider string, r Report, now time.Time) bool {
+	if provider == "" || provider == "unknown" {
+		return false
+	}
+	b := s.lookup(provider)
+	if b == nil {
+		if r.Outcome != Failure || r.QueueTimeout {
+			return false
+		}
+		b = s.Get(provider)
+	}
+	return b.ReportAt(r, now)
+}
+
 // State returns provider's state and the time until it admits a request,
 // without creating a breaker: an unknown provider is Closed with zero wait.
 // It does not allocate; see [Breaker.State].
@@ -142,6 +173,44 @@ func (s *Set) Snapshot() []Status {
 	}
 	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Provider, b.Provider) })
 	return out
+}
+
+// Export returns the durable state of every breaker, sorted by provider,
+// for a store to keep; see [Breaker.Export].
+func (s *Set) Export() []Record {
+	list := s.breakers()
+	out := make([]Record, 0, len(list))
+	for _, b := range list {
+		out = append(out, b.Export())
+	}
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Provider, b.Provider) })
+	return out
+}
+
+// Restore restores each record into its provider's breaker, creating the
+// breaker (with the provider's profile) if needed; see [Breaker.Restore].
+// A record with an empty provider or one Breaker.Restore refuses is skipped
+// and reported; the others are restored. The error joins one
+// [*RecordError] per skipped record and matches [ErrInvalidRecord].
+//
+// Restoring more providers than Settings.MaxBreakers evicts as [Set.Get]
+// does: idle and closed breakers go first.
+func (s *Set) Restore(records []Record) error {
+	var errs []error
+	for _, r := range records {
+		if r.Provider == "" {
+			errs = append(errs, &RecordError{Reason: "no provider"})
+			continue
+		}
+		if r.State > HalfOpen {
+			errs = append(errs, &RecordError{Provider: r.Provider, Reason: "unknown state " + r.State.String()})
+			continue
+		}
+		if err := s.Get(r.Provider).Restore(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Summary counts breakers by state the way a health page shows them:
@@ -203,7 +272,7 @@ func (s *Set) evictLocked(now time.Time) {
 	first := true
 	for name, b := range s.m {
 		b.mu.Lock()
-		idle, closed, last := b.idleLocked(), b.closedLocked(), b.lastFailure
+		idle, closed, last := b.idleLocked(), b.isClosedLocked(), b.lastFailure
 		b.mu.Unlock()
 		if idle && !last.After(cut) {
 			delete(s.m, name) // expired: drop every one found
