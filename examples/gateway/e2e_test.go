@@ -407,6 +407,7 @@ func TestE2EAllTargetsCooling(t *testing.T) {
 
 	a := g.chat(t, "keys", "hi", nil)
 	assert.Equal(t, http.StatusTooManyRequests, a.StatusCode, "the last upstream answer: %s", a.body)
+	assert.Equal(t, "9", a.Header.Get("Retry-After"), "the upstream's hint is passed on")
 	assert.Equal(t, 2, up["openai"].Total())
 
 	a = g.chat(t, "keys", "hi", nil)

@@ -83,6 +83,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
+	stop() // a second signal ends the process at once
 	fmt.Fprintln(stdout, "shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()

@@ -420,6 +420,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &ce), errors.As(err, &le):
 		lease.WriteError(w, err)
 	case errors.As(err, &ue):
+		copyRetryHeaders(w.Header(), ue.Header)
 		if ue.Header != nil && json.Valid(ue.Body) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(ue.Status)
@@ -439,6 +440,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// The client went away; nobody reads the answer.
 	default:
 		writeOpenAIError(w, http.StatusBadGateway, "upstream_error", "gateway_error", err.Error())
+	}
+}
+
+// copyRetryHeaders passes the upstream's retry hints (Retry-After and the
+// rate-limit headers) on to the client with a failed answer.
+func copyRetryHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		lk := strings.ToLower(k)
+		if lk == "retry-after" || strings.HasPrefix(lk, "x-ratelimit-") || strings.HasPrefix(lk, "anthropic-ratelimit-") {
+			dst[k] = vs
+		}
 	}
 }
 
