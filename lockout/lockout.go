@@ -2,7 +2,6 @@ package lockout
 
 import (
 	"cmp"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -61,7 +60,10 @@ type Config struct {
 // APIs. Expired entries are pruned lazily on writes and listings; no
 // goroutine is started.
 //
-// A Lockout is safe for concurrent use by multiple goroutines.
+// A Lockout is safe for concurrent use by multiple goroutines. Checks take
+// no lock and write nothing, so they scale with the number of readers;
+// writes are serialised per group of connections. A check that races with
+// writes sees each of the model's keys either before or after a write.
 type Lockout struct {
 	cfg      atomic.Pointer[config]
 	families []family // read-only after New
@@ -101,16 +103,16 @@ type family struct {
 
 type alias struct{ from, to string }
 
-// seed keys the hash of every Lockout; entries are compared in full, so a
-// shared seed costs nothing in correctness.
-var seed = maphash.MakeSeed()
-
+// shard holds the entries of the connections that hash to it. Lookups take
+// no lock (see [table]); writers hold mu.
 type shard struct {
-	mu        sync.RWMutex
-	m         map[uint64]*entry // by keyHash; lazily initialised
-	exact     int               // entries with exact keys, so checks can skip that lookup
-	nextSweep time.Time
-	_         [64]byte // keep neighbouring shards off one cache line
+	mu        sync.Mutex            // serialises writers
+	tab       atomic.Pointer[table] // nil while the shard is empty
+	live      atomic.Int64          // entries in tab
+	exact     atomic.Int64          // entries with exact keys, so checks can skip that lookup
+	used      int                   // slots of tab not free (entries and tombstones); guarded by mu
+	nextSweep time.Time             // guarded by mu
+	_         [64]byte              // keep neighbouring shards off one cache line
 }
 
 // key identifies one entry. Family and model keys share one namespace (a
@@ -126,19 +128,21 @@ type key struct {
 // so a check of an already lower-case model finds both in one lookup.
 func keyHash(hc, hn uint64) uint64 { return hc*0x9E3779B97F4A7C15 ^ hn }
 
-func (sh *shard) find(h uint64, k key) *entry {
-	for e := sh.m[h]; e != nil; e = e.next {
-		if e.key == k {
-			return e
-		}
+// lookup returns the entry stored under k, whose hash is h, or nil.
+func (sh *shard) lookup(h uint64, k key) *entry {
+	if t := sh.tab.Load(); t != nil {
+		return t.find(h, k)
 	}
 	return nil
 }
 
+// entry is the state of one key. Its key and hash never change once it is
+// stored; view is what lookups read; the other fields belong to writers and
+// are guarded by the shard's mutex.
 type entry struct {
 	key
 	hash uint64
-	next *entry // next entry with the same hash
+	view atomic.Pointer[lockView] // nil: no lock
 
 	scope    Scope
 	reason   Reason
@@ -149,6 +153,25 @@ type entry struct {
 	lastFailureAt time.Time // zero: no failure recorded (manual lock)
 	resetAfter    time.Duration
 	lastCooldown  time.Duration
+}
+
+// lockView is the lock of an entry as lookups see it. A new one is stored
+// whenever the lock changes, so a lookup sees until and reason together.
+type lockView struct {
+	until  time.Time
+	reason Reason
+}
+
+// later returns whichever of best and v locks at now and ends later; best
+// wins a tie. Either may be nil.
+func later(best, v *lockView, now time.Time) *lockView {
+	if v == nil || now.After(v.until) {
+		return best
+	}
+	if best == nil || v.until.After(best.until) {
+		return v
+	}
+	return best
 }
 
 // active reports whether e locks at now; a lock holds until and including
@@ -303,48 +326,103 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 	if c == nil || !c.Enabled || model == "" {
 		return time.Time{}, "", false
 	}
-	provider = l.canonical(provider)
-	hc := maphash.String(seed, connection)
+	hc := strhash(connection)
 	sh := l.shard(hc)
+	t := sh.tab.Load()
+	if t == nil {
+		return time.Time{}, "", false // nothing is tracked near this connection
+	}
+	provider = l.canonical(provider)
+	exactForm := isExactForm(model)
 
-	sh.mu.RLock()
-	l.visit(sh, hc, provider, connection, model, func(e *entry) {
-		if e.active(now) && (!locked || e.until.After(until)) {
-			until, reason, locked = e.until, e.reason, true
+	// One probe finds the model key and, when the model is already in exact
+	// form, the exact key too: both have the same hash.
+	var best *lockView
+	h := keyHash(hc, strhash(model))
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			break
 		}
-	})
-	sh.mu.RUnlock()
-	return until, reason, locked
+		if e.hash == h && e != tombstone && e.name == model && e.connection == connection &&
+			e.provider == provider && (!e.exact || exactForm) {
+			if v := e.view.Load(); v != nil && !now.After(v.until) && (best == nil || v.until.After(best.until)) {
+				best = v
+			}
+		}
+	}
+	if fam := l.family(provider, model); fam != model {
+		if e := t.find(keyHash(hc, strhash(fam)), key{provider, connection, fam, false}); e != nil {
+			best = later(best, e.view.Load(), now)
+		}
+	}
+	if !exactForm && sh.exact.Load() > 0 {
+		best = later(best, lockedExact(t, hc, provider, connection, model), now)
+	}
+	if best == nil {
+		return time.Time{}, "", false
+	}
+	return best.until, best.reason, true
+}
+
+// isExactForm reports whether model is ASCII and already trimmed and
+// lower-case, so that it is its own exact key. It may report false for
+// some models in exact form; those take the longer way.
+func isExactForm(model string) bool {
+	if model == "" || model[0] <= ' ' || model[len(model)-1] <= ' ' {
+		return false
+	}
+	for i := 0; i < len(model); i++ {
+		if c := model[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// lockedExact returns the lock view of model's exact key in t.
+func lockedExact(t *table, hc uint64, provider, connection, model string) *lockView {
+	var buf [maxStackModel]byte
+	ex := exactName(model, &buf)
+	if e := t.find(keyHash(hc, strhash(ex)), key{provider, connection, ex, true}); e != nil {
+		return e.view.Load()
+	}
+	return nil
 }
 
 // visit calls fn with each entry stored under one of model's keys: the
 // model, its family and its exact form. fn may remove the entry it is given.
-// The caller holds sh.mu.
+// visit only reads; with fn writing, the caller holds sh.mu.
 func (l *Lockout) visit(sh *shard, hc uint64, provider, connection, model string, fn func(*entry)) {
-	if len(sh.m) == 0 {
+	t := sh.tab.Load()
+	if t == nil {
 		return
 	}
 	var buf [maxStackModel]byte
 	ex := model
-	if sh.exact > 0 {
+	if sh.exact.Load() > 0 {
 		ex = exactName(model, &buf)
 	}
-	// One chain holds the model key and, when the model is already in exact
+	// One probe finds the model key and, when the model is already in exact
 	// form, the exact key too.
-	for e := sh.m[keyHash(hc, maphash.String(seed, model))]; e != nil; {
-		next := e.next
-		if e.name == model && e.connection == connection && e.provider == provider && (!e.exact || ex == model) {
+	h := keyHash(hc, strhash(model))
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			break
+		}
+		if e.hash == h && e != tombstone && e.name == model && e.connection == connection &&
+			e.provider == provider && (!e.exact || ex == model) {
 			fn(e)
 		}
-		e = next
 	}
 	if fam := l.family(provider, model); fam != model {
-		if e := sh.find(keyHash(hc, maphash.String(seed, fam)), key{provider, connection, fam, false}); e != nil {
+		if e := t.find(keyHash(hc, strhash(fam)), key{provider, connection, fam, false}); e != nil {
 			fn(e)
 		}
 	}
 	if ex != model {
-		if e := sh.find(keyHash(hc, maphash.String(seed, ex)), key{provider, connection, ex, true}); e != nil {
+		if e := t.find(keyHash(hc, strhash(ex)), key{provider, connection, ex, true}); e != nil {
 			fn(e)
 		}
 	}
@@ -385,7 +463,7 @@ func (l *Lockout) keyFor(provider, connection string, scope Scope, model string)
 	default:
 		k.name = strings.Clone(model)
 	}
-	return k, keyHash(maphash.String(seed, connection), maphash.String(seed, k.name))
+	return k, keyHash(strhash(connection), strhash(k.name))
 }
 
 // RecordFailure is shorthand for RecordFailureAt(f, time.Now()).
@@ -450,23 +528,17 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		}
 	}
 
-	sh := l.shard(maphash.String(seed, f.Connection))
+	sh := l.shard(strhash(f.Connection))
 	var events []Change
 	sh.mu.Lock()
-	if sh.m == nil {
-		sh.m = make(map[uint64]*entry)
-	}
 	if !now.Before(sh.nextSweep) || now.Add(defaultSweepInterval).Before(sh.nextSweep) {
 		l.sweepLocked(sh, c, now)
 		sh.nextSweep = now.Add(defaultSweepInterval)
 	}
-	e := sh.find(h, k)
+	e := sh.lookup(h, k)
 	if e == nil {
-		e = &entry{key: k, hash: h, next: sh.m[h]}
-		sh.m[h] = e
-		if k.exact {
-			sh.exact++
-		}
+		e = &entry{key: k, hash: h}
+		sh.insert(e)
 		l.total.Add(1)
 	}
 
@@ -501,6 +573,7 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		e.until = newUntil
 		e.reason = reason
 		e.scope = scope
+		e.view.Store(&lockView{until: e.until, reason: e.reason})
 		if l.onChange != nil {
 			events = append(events, Change{Kind: ChangeLocked, Lock: e.info(now)})
 		}
@@ -570,12 +643,10 @@ func (l *Lockout) DecayAt(provider, connection, model string, now time.Time) (co
 		return 0, false
 	}
 	provider = l.canonical(provider)
-	hc := maphash.String(seed, connection)
+	hc := strhash(connection)
 	sh := l.shard(hc)
 	found := false
-	sh.mu.RLock()
 	l.visit(sh, hc, provider, connection, model, func(*entry) { found = true })
-	sh.mu.RUnlock()
 	if !found {
 		return 0, false // the common success path: nothing to decay
 	}
@@ -612,7 +683,7 @@ func (l *Lockout) ClearAt(provider, connection, model string, now time.Time) boo
 		return false
 	}
 	provider = l.canonical(provider)
-	hc := maphash.String(seed, connection)
+	hc := strhash(connection)
 	sh := l.shard(hc)
 	removed := false
 	var events []Change
@@ -630,7 +701,7 @@ func (l *Lockout) ClearAt(provider, connection, model string, now time.Time) boo
 	if len(model) > len(exactPrefix) && strings.EqualFold(model[:len(exactPrefix)], exactPrefix) {
 		// The listed name of an exact key.
 		k := key{provider, connection, exactKey(model[len(exactPrefix):]), true}
-		if e := sh.find(keyHash(hc, maphash.String(seed, k.name)), k); e != nil {
+		if e := sh.lookup(keyHash(hc, strhash(k.name)), k); e != nil {
 			clear(e)
 		}
 	}
@@ -644,8 +715,9 @@ func (l *Lockout) Reset() {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
-		l.forEachLocked(sh, func(*entry) { l.total.Add(-1) })
-		sh.m, sh.exact = nil, 0
+		sh.each(func(e *entry) { l.removeLocked(sh, e) })
+		sh.tab.Store(nil)
+		sh.used = 0
 		sh.mu.Unlock()
 	}
 }
@@ -666,7 +738,7 @@ func (l *Lockout) SnapshotAt(now time.Time) []Info {
 		sh := &l.shards[i]
 		sh.mu.Lock()
 		l.sweepLocked(sh, c, now)
-		l.forEachLocked(sh, func(e *entry) {
+		sh.each(func(e *entry) {
 			if e.active(now) {
 				out = append(out, e.info(now))
 			}
@@ -701,50 +773,22 @@ func (e *entry) info(now time.Time) Info {
 	}
 }
 
-// forEachLocked calls fn for every entry of sh; fn may remove the entry.
-func (l *Lockout) forEachLocked(sh *shard, fn func(*entry)) {
-	for _, head := range sh.m {
-		for e := head; e != nil; {
-			next := e.next
-			fn(e)
-			e = next
-		}
-	}
-}
-
 // sweepLocked removes sh's entries that are past both their lock and their
-// escalation window.
+// escalation window. The caller holds sh.mu.
 func (l *Lockout) sweepLocked(sh *shard, c *config, now time.Time) {
-	l.forEachLocked(sh, func(e *entry) {
+	sh.each(func(e *entry) {
 		if now.After(e.retainUntil(c)) {
 			l.removeLocked(sh, e)
 		}
 	})
+	sh.compact()
 }
 
-// removeLocked unlinks e from sh. It reports whether e was present.
+// removeLocked removes e from sh. It reports whether e was present. The
+// caller holds sh.mu.
 func (l *Lockout) removeLocked(sh *shard, e *entry) bool {
-	head := sh.m[e.hash]
-	switch {
-	case head == e:
-		if e.next == nil {
-			delete(sh.m, e.hash)
-		} else {
-			sh.m[e.hash] = e.next
-		}
-	default:
-		prev := head
-		for prev != nil && prev.next != e {
-			prev = prev.next
-		}
-		if prev == nil {
-			return false
-		}
-		prev.next = e.next
-	}
-	e.next = nil
-	if e.exact {
-		sh.exact--
+	if !sh.remove(e) {
+		return false
 	}
 	l.total.Add(-1)
 	return true
@@ -778,9 +822,9 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 	var vs []victim
 	for i := range l.shards {
 		sh := &l.shards[i]
-		sh.mu.RLock()
-		l.forEachLocked(sh, func(e *entry) { vs = append(vs, victim{i, e, e.retainUntil(c)}) })
-		sh.mu.RUnlock()
+		sh.mu.Lock()
+		sh.each(func(e *entry) { vs = append(vs, victim{i, e, e.retainUntil(c)}) })
+		sh.mu.Unlock()
 	}
 	slices.SortStableFunc(vs, func(a, b victim) int { return a.retain.Compare(b.retain) })
 	excess := l.total.Load() - (limit - limit/evictLowWaterFraction)

@@ -1,0 +1,153 @@
+package lockout
+
+import "sync/atomic"
+
+// table is an open-addressing hash table of entries (linear probing) whose
+// reads need no lock: lookups load slots atomically, while writers, holding
+// their shard's mutex, publish entries into free slots, replace removed ones
+// with the tombstone, and swap in a rebuilt table when too few slots stay
+// free. At most half the slots are ever in use, so a probe always ends at a
+// free slot.
+type table struct {
+	mask  uint64
+	slots []atomic.Pointer[entry]
+}
+
+// tombstone fills the slot of a removed entry; probes pass over it.
+var tombstone = new(entry)
+
+const minTableSize = 16
+
+func newTable(size int) *table {
+	return &table{mask: uint64(size - 1), slots: make([]atomic.Pointer[entry], size)}
+}
+
+// tableSizeFor returns the table size that keeps n entries at a quarter of
+// the slots.
+func tableSizeFor(n int) int {
+	size := minTableSize
+	for size < 4*n {
+		size <<= 1
+	}
+	return size
+}
+
+// find returns the entry stored under k, whose hash is h, or nil. It is
+// safe without the shard's lock.
+func (t *table) find(h uint64, k key) *entry {
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			return nil
+		}
+		if e.hash == h && e != tombstone && e.key == k {
+			return e
+		}
+	}
+}
+
+// insert publishes e, which must not be present yet. The caller holds the
+// shard's lock.
+func (sh *shard) insert(e *entry) {
+	t := sh.tab.Load()
+	if t == nil || 2*(sh.used+1) > len(t.slots) {
+		t = sh.rebuild(int(sh.live.Load()) + 1)
+	}
+	for i := e.hash & t.mask; ; i = (i + 1) & t.mask {
+		switch t.slots[i].Load() {
+		case nil:
+			sh.used++
+		case tombstone:
+		default:
+			continue
+		}
+		t.slots[i].Store(e)
+		sh.live.Add(1)
+		if e.exact {
+			sh.exact.Add(1)
+		}
+		return
+	}
+}
+
+// rebuild replaces sh's table with a fresh one, sized for n entries, that
+// holds the live entries and no tombstones. The old table is left as it
+// was, so lookups still walking it stay correct. The caller holds the
+// shard's lock.
+func (sh *shard) rebuild(n int) *table {
+	old := sh.tab.Load()
+	t := newTable(tableSizeFor(max(n, int(sh.live.Load()))))
+	used := 0
+	if old != nil {
+		for i := range old.slots {
+			e := old.slots[i].Load()
+			if e == nil || e == tombstone {
+				continue
+			}
+			j := e.hash & t.mask
+			for t.slots[j].Load() != nil {
+				j = (j + 1) & t.mask
+			}
+			t.slots[j].Store(e)
+			used++
+		}
+	}
+	sh.used = used
+	sh.tab.Store(t)
+	return t
+}
+
+// remove unlinks e from sh and reports whether it was present. The caller
+// holds the shard's lock.
+func (sh *shard) remove(e *entry) bool {
+	t := sh.tab.Load()
+	if t == nil {
+		return false
+	}
+	for i := e.hash & t.mask; ; i = (i + 1) & t.mask {
+		switch t.slots[i].Load() {
+		case nil:
+			return false
+		case e:
+			t.slots[i].Store(tombstone)
+			e.view.Store(nil) // readers of an older table see it unlocked
+			sh.live.Add(-1)
+			if e.exact {
+				sh.exact.Add(-1)
+			}
+			return true
+		}
+	}
+}
+
+// each calls fn for every entry of sh; fn may remove the entry it is given.
+// The caller holds the shard's lock.
+func (sh *shard) each(fn func(*entry)) {
+	t := sh.tab.Load()
+	if t == nil {
+		return
+	}
+	for i := range t.slots {
+		if e := t.slots[i].Load(); e != nil && e != tombstone {
+			fn(e)
+		}
+	}
+}
+
+// compact shrinks sh's table after removals left it mostly empty or full
+// of tombstones. The caller holds the shard's lock.
+func (sh *shard) compact() {
+	t := sh.tab.Load()
+	if t == nil {
+		return
+	}
+	live := int(sh.live.Load())
+	if live == 0 {
+		sh.tab.Store(nil)
+		sh.used = 0
+		return
+	}
+	if len(t.slots) > minTableSize && (tableSizeFor(live) < len(t.slots)/4 || sh.used > 2*live+len(t.slots)/8) {
+		sh.rebuild(live)
+	}
+}
