@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -50,6 +51,9 @@ type Auto struct {
 
 	mu   sync.Mutex // guards excl
 	excl map[targetKey]*autoExclusion
+	// held is len(excl), kept under mu and read without it: with no
+	// record and no low score, Order need not take mu.
+	held atomic.Int64
 }
 
 type autoExclusion struct {
@@ -69,7 +73,7 @@ const (
 	maxAutoEntries = 4096
 )
 
-// Auto score weights.
+// Auto score weights; they sum to 1.
 const (
 	autoSuccess  = 0.50
 	autoLatency  = 0.20
@@ -120,8 +124,9 @@ func priceRange(ts []*Target) (lo, hi float64, ok bool) {
 	return lo, hi, ok
 }
 
-// autoScore scores one target; lo and hi are the candidates' price range.
-func (a *Auto) autoScore(t *Target, s Stats, lo, hi float64, now time.Time) float64 {
+// autoScore scores one target; lo and hi are the candidates' price range,
+// room its headroom when withRoom (the strategy has a quota source).
+func autoScore(t *Target, s *Stats, lo, hi float64, withRoom bool, room float64) float64 {
 	success := 0.5
 	if r := s.SuccessRate(); r >= 0 {
 		success = r / 100
@@ -138,16 +143,12 @@ func (a *Auto) autoScore(t *Target, s Stats, lo, hi float64, now time.Time) floa
 		}
 	}
 	score := autoSuccess*success + autoLatency*latency + autoCost*cost
-	weight := autoSuccess + autoLatency + autoCost
-	if a.Quota != nil {
-		room := 0.5
-		if q, ok := a.Quota.Quota(t, now); ok {
-			room = q.Headroom()
-		}
+	if withRoom {
+		// The four weights sum to exactly 1.
 		score += autoHeadroom * room
-		weight += autoHeadroom
+	} else {
+		score /= autoSuccess + autoLatency + autoCost
 	}
-	score /= weight
 	switch s.Breaker {
 	case BreakerDegraded:
 		score *= 0.7
@@ -216,19 +217,40 @@ func (a *Auto) Order(p *Pick) {
 	var buf [stackKeys]keyed
 	ks, pooled := keysFor(&buf, n)
 	defer putKeys(pooled)
+	low := false // some target scores below AutoExcludeBelow
+	withRoom := a.Quota != nil
+	var (
+		s Stats
+		q Quota
+	)
 	for i, t := range ts {
-		s := statsOf(p, t)
-		ks[i] = keyed{key: -a.autoScore(t, s, lo, hi, p.Now), n: s.Requests, t: t}
+		if p.Signals != nil {
+			s = p.Signals.Stats(t)
+		}
+		room := 0.5
+		if withRoom {
+			var ok bool
+			if q, ok = a.Quota.Quota(t, p.Now); ok {
+				room = q.headroom()
+			}
+		}
+		score := autoScore(t, &s, lo, hi, withRoom, room)
+		low = low || !(score >= AutoExcludeBelow)
+		ks[i] = keyed{key: -score, n: s.Requests, t: t}
 	}
 	out := 0
-	a.mu.Lock()
-	for i := range ks {
-		if a.excluded(keyOf(ks[i].t), -ks[i].key, ks[i].n, p.Now) {
-			ks[i].key += autoOut
-			out++
+	// With no exclusion record, only a low score can change anything.
+	if low || a.held.Load() > 0 {
+		a.mu.Lock()
+		for i := range ks {
+			if a.excluded(keyOf(ks[i].t), -ks[i].key, ks[i].n, p.Now) {
+				ks[i].key += autoOut
+				out++
+			}
 		}
+		a.held.Store(int64(len(a.excl)))
+		a.mu.Unlock()
 	}
-	a.mu.Unlock()
 	if out == n { // never exclude everything
 		for i := range ks {
 			ks[i].key -= autoOut

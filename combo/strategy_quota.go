@@ -57,14 +57,23 @@ const (
 	MonthlyWindow = 30 * 24 * time.Hour
 )
 
-func (w Window) known() bool { return w.Known && !math.IsNaN(w.Remaining) }
+func (w *Window) known() bool { return w.Known && !math.IsNaN(w.Remaining) }
 
-func (w Window) remaining() float64 { return min(max(w.Remaining, 0), 1) }
+// remaining is Remaining clamped to 0..1 (for a known window).
+func (w *Window) remaining() float64 {
+	r := w.Remaining
+	if !(r > 0) {
+		return 0
+	}
+	return min(r, 1)
+}
 
 // Headroom is the share of the quota still free: 0 when the limit is
 // reached, otherwise 1 − the larger utilisation of the session and weekly
 // windows (an unreported window counts as unused).
-func (q Quota) Headroom() float64 {
+func (q Quota) Headroom() float64 { return q.headroom() }
+
+func (q *Quota) headroom() float64 {
 	if q.LimitReached {
 		return 0
 	}
@@ -80,7 +89,7 @@ func (q Quota) Headroom() float64 {
 
 // saturated reports whether the connection is out of quota: the limit is
 // reached, or the session or weekly window has nothing left.
-func (q Quota) saturated() bool {
+func (q *Quota) saturated() bool {
 	return q.LimitReached ||
 		(q.Session.known() && q.Session.remaining() <= 0) ||
 		(q.Weekly.known() && q.Weekly.remaining() <= 0)
@@ -133,17 +142,17 @@ const (
 )
 
 // windowScore is r·remaining + u·urgency·(1 − remaining).
-func windowScore(w Window, length time.Duration, r, u float64, now time.Time) float64 {
+func windowScore(w *Window, length time.Duration, r, u float64, now *instant) float64 {
 	if w.Length > 0 {
 		length = w.Length
 	}
 	urgency := 0.5
 	if !w.ResetAt.IsZero() {
-		left := w.ResetAt.Sub(now)
+		left := now.until(w.ResetAt)
 		if left <= 0 {
 			urgency = 1
-		} else {
-			urgency = min(max(1-float64(left)/float64(length), 0), 1)
+		} else if urgency = 1 - float64(left)/float64(length); urgency < 0 {
+			urgency = 0 // below 1 already: left and length are positive
 		}
 	}
 	rem := w.remaining()
@@ -153,21 +162,32 @@ func windowScore(w Window, length time.Duration, r, u float64, now time.Time) fl
 // Score is the reset-aware score of a known quota as of now (see
 // [ResetAware]).
 func (s *ResetAware) Score(q Quota, now time.Time) float64 {
-	if q.LimitReached {
-		return math.Inf(-1)
-	}
-	sw, ww := s.SessionWeight, s.WeeklyWeight
+	sw, ww := s.weights()
+	at := newInstant(now)
+	return resetScore(&q, sw, ww, &at)
+}
+
+// weights resolves SessionWeight and WeeklyWeight.
+func (s *ResetAware) weights() (sw, ww float64) {
+	sw, ww = s.SessionWeight, s.WeeklyWeight
 	if sw <= 0 && ww <= 0 || math.IsNaN(sw) || math.IsNaN(ww) {
 		sw, ww = 0.35, 0.65
 	}
-	sw, ww = max(sw, 0), max(ww, 0)
+	return max(sw, 0), max(ww, 0)
+}
+
+// resetScore is [ResetAware.Score] with the weights resolved.
+func resetScore(q *Quota, sw, ww float64, now *instant) float64 {
+	if q.LimitReached {
+		return math.Inf(-1)
+	}
 	score, weight := 0.0, 0.0
 	if q.Session.known() && sw > 0 {
-		score += sw * windowScore(q.Session, SessionWindow, sessionR, sessionU, now)
+		score += sw * windowScore(&q.Session, SessionWindow, sessionR, sessionU, now)
 		weight += sw
 	}
 	if q.Weekly.known() && ww > 0 {
-		score += ww * windowScore(q.Weekly, WeeklyWindow, weeklyR, weeklyU, now)
+		score += ww * windowScore(&q.Weekly, WeeklyWindow, weeklyR, weeklyU, now)
 		weight += ww
 	}
 	monthly := q.Monthly.known()
@@ -175,10 +195,10 @@ func (s *ResetAware) Score(q Quota, now time.Time) float64 {
 	case weight > 0:
 		score /= weight
 		if monthly {
-			score = (1-monthlyBlend)*score + monthlyBlend*windowScore(q.Monthly, MonthlyWindow, weeklyR, weeklyU, now)
+			score = (1-monthlyBlend)*score + monthlyBlend*windowScore(&q.Monthly, MonthlyWindow, weeklyR, weeklyU, now)
 		}
 	case monthly:
-		score = windowScore(q.Monthly, MonthlyWindow, weeklyR, weeklyU, now)
+		score = windowScore(&q.Monthly, MonthlyWindow, weeklyR, weeklyU, now)
 	default:
 		return 0.5 // nothing reported
 	}
@@ -200,12 +220,16 @@ func (s *ResetAware) Order(p *Pick) {
 	if !(band > 0) {
 		band = 0.05
 	}
+	sw, ww := s.weights()
+	now := newInstant(p.Now)
 	var buf [stackKeys]keyed
 	ks, pooled := keysFor(&buf, len(ts))
 	for i, t := range ts {
 		score := 0.5
-		if q, ok := quotaOf(s.Quota, t, p.Now); ok {
-			score = s.Score(q, p.Now)
+		if s.Quota != nil {
+			if q, ok := s.Quota.Quota(t, p.Now); ok {
+				score = resetScore(&q, sw, ww, &now)
+			}
 		}
 		ks[i] = keyed{key: -score, t: t} // best first
 	}
@@ -258,17 +282,13 @@ type ResetWindow struct {
 
 // untilReset is the time from now to the earliest configured reset, 0 when
 // it has passed, +∞ when unknown.
-func (s *ResetWindow) untilReset(q Quota, now time.Time) float64 {
+func (s *ResetWindow) untilReset(q *Quota, now *instant) float64 {
 	best := math.Inf(1)
-	consider := func(w Window) {
-		if !w.Known || w.ResetAt.IsZero() {
-			return
-		}
-		best = min(best, float64(max(w.ResetAt.Sub(now), 0)))
+	if w := &q.Weekly; w.Known && !w.ResetAt.IsZero() {
+		best = float64(max(now.until(w.ResetAt), 0))
 	}
-	consider(q.Weekly)
-	if s.IncludeSession {
-		consider(q.Session)
+	if w := &q.Session; s.IncludeSession && w.Known && !w.ResetAt.IsZero() {
+		best = min(best, float64(max(now.until(w.ResetAt), 0)))
 	}
 	return best
 }
@@ -283,12 +303,15 @@ func (s *ResetWindow) Order(p *Pick) {
 	if band <= 0 {
 		band = time.Minute
 	}
+	now := newInstant(p.Now)
 	var buf [stackKeys]keyed
 	ks, pooled := keysFor(&buf, len(ts))
 	for i, t := range ts {
 		k := math.Inf(1)
-		if q, ok := quotaOf(s.Quota, t, p.Now); ok {
-			k = s.untilReset(q, p.Now)
+		if s.Quota != nil {
+			if q, ok := s.Quota.Quota(t, p.Now); ok {
+				k = s.untilReset(&q, &now)
+			}
 		}
 		ks[i] = keyed{key: k, t: t}
 	}
@@ -324,7 +347,7 @@ func (h Headroom) Order(p *Pick) {
 	for i, t := range ts {
 		room := 1.0
 		if q, ok := h.Quota.Quota(t, p.Now); ok {
-			room = q.Headroom()
+			room = q.headroom()
 		}
 		ks[i] = keyed{key: -room, t: t}
 	}

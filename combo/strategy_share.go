@@ -138,7 +138,7 @@ func (s *QuotaShare) round(name string, room []keyed) int {
 	}
 	win, winEntry := -1, -1
 	for i, k := range room {
-		e := st.find(keyOf(k.t), i)
+		e := st.find(k.t, i)
 		st.entries[e].d += targetWeight(k.t) / total
 		if win < 0 || st.entries[e].d > st.entries[winEntry].d+deficitTie {
 			win, winEntry = i, e
@@ -148,18 +148,18 @@ func (s *QuotaShare) round(name string, room []keyed) int {
 	return win
 }
 
-// find returns the index of k's entry, adding it with a zero deficit. The
+// find returns the index of t's entry, adding it with a zero deficit. The
 // entry is looked for at index guess first: the targets of a combo usually
 // come in the same order.
-func (d *deficits) find(k targetKey, guess int) int {
-	if guess < len(d.entries) && d.entries[guess].key == k {
+func (d *deficits) find(t *Target, guess int) int {
+	if guess < len(d.entries) && d.entries[guess].key.is(t) {
 		return guess
 	}
 	for i := range d.entries {
-		if d.entries[i].key == k {
+		if d.entries[i].key.is(t) {
 			return i
 		}
 	}
-	d.entries = append(d.entries, deficit{key: k})
+	d.entries = append(d.entries, deficit{key: keyOf(t)})
 	return len(d.entries) - 1
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
+	"unsafe"
 )
 
 // lockedRand is a random source shared by strategies; mu guards r.
@@ -100,10 +102,22 @@ func putKeys(pooled *[]keyed) {
 
 func byKey(a, b keyed) int { return cmp.Compare(a.key, b.key) }
 
-// sortKeyed sorts ks by ascending key, keeping the order of equal keys, and
-// writes the targets back to ts.
+// sortKeyed sorts ks by ascending key (NaN first, as [cmp.Compare] orders
+// floats), keeping the order of equal keys, and writes the targets back to
+// ts. Short lists, the usual case, are insertion sorted in place.
 func sortKeyed(ts []*Target, ks []keyed) {
-	slices.SortStableFunc(ks, byKey)
+	if len(ks) <= stackKeys {
+		for i := 1; i < len(ks); i++ {
+			k := ks[i]
+			j := i
+			for ; j > 0 && cmp.Less(k.key, ks[j-1].key); j-- {
+				ks[j] = ks[j-1]
+			}
+			ks[j] = k
+		}
+	} else {
+		slices.SortStableFunc(ks, byKey)
+	}
 	for i := range ks {
 		ts[i] = ks[i].t
 	}
@@ -114,6 +128,10 @@ func sortKeyed(ts []*Target, ks []keyed) {
 type comboStates[T any] struct {
 	m   map[string]*comboState[T]
 	seq uint64
+	// last is the state asked for most recently, under lastName: a
+	// router usually serves one combo many times in a row.
+	last     *comboState[T]
+	lastName string
 }
 
 type comboState[T any] struct {
@@ -123,7 +141,11 @@ type comboState[T any] struct {
 
 // get returns name's state, creating it.
 func (c *comboStates[T]) get(name string, max int) *T {
+	if c.last != nil && c.lastName == name {
+		return &c.last.v
+	}
 	if s, ok := c.m[name]; ok {
+		c.last, c.lastName = s, name
 		return &s.v
 	}
 	if c.m == nil {
@@ -142,6 +164,7 @@ func (c *comboStates[T]) get(name string, max int) *T {
 	c.seq++
 	s := &comboState[T]{seq: c.seq}
 	c.m[name] = s
+	c.last, c.lastName = s, name
 	return &s.v
 }
 
@@ -158,3 +181,46 @@ func comboName(p *Pick) string {
 
 // maxStrategyCombos bounds the per-combo state of a strategy.
 const maxStrategyCombos = 4096
+
+// instant is a time prepared for many subtractions: until(u) equals
+// u.Sub(t) without re-deriving t's clock fields on every call.
+type instant struct {
+	t    time.Time
+	sec  int64 // Unix seconds of t
+	nsec int64 // nanoseconds within sec
+	mono bool  // t carries a monotonic clock reading
+}
+
+func newInstant(t time.Time) instant {
+	// Round(0) strips the monotonic reading, so it changes t exactly when
+	// t has one.
+	return instant{t: t, sec: t.Unix(), nsec: int64(t.Nanosecond()), mono: t != t.Round(0)}
+}
+
+// maxUntilSecs bounds the seconds difference that until computes itself;
+// wider ones (which may saturate) go through time.Time.Sub.
+const maxUntilSecs = 1 << 33
+
+// until returns u.Sub(i.t).
+func (i *instant) until(u time.Time) time.Duration {
+	if i.mono && u != u.Round(0) { // both monotonic: Sub uses those readings
+		return u.Sub(i.t)
+	}
+	d := u.Unix() - i.sec
+	if d > maxUntilSecs || d < -maxUntilSecs {
+		return u.Sub(i.t)
+	}
+	return time.Duration(d)*time.Second + time.Duration(int64(u.Nanosecond())-i.nsec)
+}
+
+// is reports whether k is t's identity. Strings that share storage (a
+// target's fields are usually the very strings its key was built from) are
+// equal without comparing their bytes.
+func (k *targetKey) is(t *Target) bool {
+	return sameString(k.model, t.Model) && sameString(k.connection, t.Connection) &&
+		sameString(k.provider, t.Provider)
+}
+
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
