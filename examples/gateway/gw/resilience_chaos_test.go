@@ -210,7 +210,7 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 	hang.Script("", combotest.OK("hanging is back"))
 	probes := map[string]string{"down": "via-down", "resetting": "via-reset", "hanging": "via-hang"}
 	for _, p := range faulty {
-		require.Equal(t, "half-open", r.waitState(p, "half-open", 3*breakerReset), "the breaker of %s", p)
+		require.Equal(t, breakerView{State: "half-open"}, r.waitProbeSlot(p, 3*breakerReset), "the breaker of %s", p)
 		res := r.chat(probes[p], false, 3*time.Second)
 		require.Equal(t, http.StatusOK, res.Status, "probe of %s: %q", p, res.Body)
 		assert.Equal(t, p+"/"+rigModel, res.Target, "the probe goes to the recovered provider")

@@ -72,9 +72,7 @@ func TestSoakLoopback(t *testing.T) {
 	for _, m := range models {
 		r.chat(m, false, deadline)
 	}
-	r.tr.CloseIdleConnections()
-	r.gw.Close()
-	before := steadyGoroutines(time.Second)
+	before := steadyGoroutines(time.Second, r.closeIdle)
 
 	var issued, done, ok, typed, health, lost atomic.Int64
 	var peak atomic.Int64
@@ -127,9 +125,7 @@ func TestSoakLoopback(t *testing.T) {
 
 	// Close the idle keep-alive connections on both hops, then let the
 	// goroutine count settle.
-	r.tr.CloseIdleConnections()
-	r.gw.Close()
-	afterLoad := settleGoroutines(before+goroutineSlack, 2*time.Second)
+	afterLoad := settleGoroutines(before+goroutineSlack, 2*time.Second, r.closeIdle)
 
 	t.Logf("soak: %d requests (%d health checks) from %d clients in %v (%.0f req/s): %d 2xx, %d typed errors, %d lost; "+
 		"statuses %v; slowest %v", done.Load(), health.Load(), clients, elapsed.Round(time.Millisecond),
@@ -161,12 +157,15 @@ func raise(v *atomic.Int64, n int64) {
 }
 
 // steadyGoroutines waits, for at most d, until the goroutine count has not
-// changed over five samples 20 ms apart, and returns it.
-func steadyGoroutines(d time.Duration) int {
+// changed over five samples 20 ms apart, and returns it. It calls tidy
+// before each sample.
+func steadyGoroutines(d time.Duration, tidy func()) int {
 	end := time.Now().Add(d)
+	tidy()
 	last, same := runtime.NumGoroutine(), 0
 	for same < 5 && time.Now().Before(end) {
 		time.Sleep(20 * time.Millisecond)
+		tidy()
 		n := runtime.NumGoroutine()
 		if n == last {
 			same++
@@ -178,10 +177,11 @@ func steadyGoroutines(d time.Duration) int {
 }
 
 // settleGoroutines polls the goroutine count until it is at most want, for
-// at most d, and returns the last count.
-func settleGoroutines(want int, d time.Duration) int {
+// at most d, and returns the last count. It calls tidy before each sample.
+func settleGoroutines(want int, d time.Duration, tidy func()) int {
 	end := time.Now().Add(d)
 	for {
+		tidy()
 		n := runtime.NumGoroutine()
 		if n <= want || time.Now().After(end) {
 			return n

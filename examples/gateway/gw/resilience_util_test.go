@@ -91,6 +91,15 @@ func (r *rig) close() {
 	}
 }
 
+// closeIdle closes the idle keep-alive connections of both hops: client to
+// gateway and gateway to upstreams. A connection whose last answer has just
+// been read may reach its pool a moment later, so callers that wait for
+// connections to go call it repeatedly.
+func (r *rig) closeIdle() {
+	r.tr.CloseIdleConnections()
+	r.gw.Close()
+}
+
 // within runs f and reports an error if it takes longer than d.
 func within(t *testing.T, d time.Duration, what string, f func()) {
 	t.Helper()
@@ -197,9 +206,15 @@ func errorCode(b []byte) string {
 	return string(raw)
 }
 
-// breakerStates returns the breaker state of every provider in the admin
-// health report ("closed", "degraded", "open" or "half-open").
-func (r *rig) breakerStates() (map[string]string, error) {
+// breakerView is one provider's breaker in the admin health report.
+type breakerView struct {
+	State         string `json:"state"` // closed, degraded, open or half-open
+	ProbeInFlight bool   `json:"probeInFlight"`
+}
+
+// breakers returns the breaker of every provider in the admin health
+// report.
+func (r *rig) breakers() (map[string]breakerView, error) {
 	res := r.health(5 * time.Second)
 	if res.Err != nil {
 		return nil, res.Err
@@ -210,29 +225,43 @@ func (r *rig) breakerStates() (map[string]string, error) {
 	var h struct {
 		ProviderBreakers []struct {
 			Provider string `json:"provider"`
-			State    string `json:"state"`
+			breakerView
 		} `json:"providerBreakers"`
 	}
 	if err := json.Unmarshal(res.Body, &h); err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(h.ProviderBreakers))
+	out := make(map[string]breakerView, len(h.ProviderBreakers))
 	for _, b := range h.ProviderBreakers {
-		out[b.Provider] = b.State
+		out[b.Provider] = b.breakerView
 	}
 	return out, nil
 }
 
-// waitState polls the health report until provider's breaker is in state,
-// for at most d. It returns the last state seen.
-func (r *rig) waitState(provider, state string, d time.Duration) string {
+// breakerStates returns the breaker state of every provider in the admin
+// health report.
+func (r *rig) breakerStates() (map[string]string, error) {
+	bs, err := r.breakers()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(bs))
+	for p, b := range bs {
+		out[p] = b.State
+	}
+	return out, nil
+}
+
+// waitProbeSlot polls the health report, for at most d, until provider's
+// breaker is half-open with no probe out, so that the next request to it
+// is the probe. It returns the last view seen.
+func (r *rig) waitProbeSlot(provider string, d time.Duration) breakerView {
 	end := time.Now().Add(d)
-	last := ""
+	var last breakerView
 	for {
-		states, err := r.breakerStates()
-		if err == nil {
-			last = states[provider]
-			if last == state {
+		if bs, err := r.breakers(); err == nil {
+			last = bs[provider]
+			if last.State == "half-open" && !last.ProbeInFlight {
 				return last
 			}
 		}
