@@ -348,7 +348,9 @@ func (b *Breaker) addFailureLocked(k Kind, now time.Time) {
 	}
 	b.failures++
 	b.lastFailure, b.kind = now, k
-	b.kindCounts[k]++
+	if k != KindNone {
+		b.kindCounts[k]++
+	}
 	if b.p.Window > 0 {
 		b.times = append(b.times, now)
 	}
