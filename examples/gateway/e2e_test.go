@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -583,4 +588,130 @@ func TestE2EDemo(t *testing.T) {
 		hdr("Authorization", "Bearer rk-demo", "Content-Type", "application/json"), chatBody("demo", "hi", false))
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
 	assert.Contains(t, a.body, "Hello from")
+}
+
+// A streamed answer reaches the client as it is produced, not at the end.
+func TestE2EStreamIsRelayedAsItArrives(t *testing.T) {
+	up := upstreams(t, "openai")
+	up["openai"].Script("", combotest.TextStream(400*time.Millisecond, "one", " two", " three"))
+	g := startGateway(t, config([]gw.Provider{provider("openai", up["openai"], "k1")}))
+
+	req, err := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(chatBody("openai/m", "hi", true)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := testClient(t).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	buf := make([]byte, 4096)
+	n, err := resp.Body.Read(buf)
+	require.NoError(t, err)
+	first := time.Since(start)
+	assert.Contains(t, string(buf[:n]), "one")
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	total := time.Since(start)
+	assert.Contains(t, string(rest), "three")
+	assert.Less(t, first, 400*time.Millisecond, "the first chunk is flushed at once")
+	assert.Greater(t, total, 1100*time.Millisecond, "the stream keeps the upstream's pace")
+}
+
+// A client that goes away mid-stream cancels the upstream call and frees
+// the connection's admission slot.
+func TestE2EClientGoneFreesTheSlot(t *testing.T) {
+	up := upstreams(t, "openai")
+	up["openai"].Handle("sk-k1", func(c combotest.Call) combotest.Reply {
+		if strings.Contains(string(c.Body), `"stream":true`) {
+			r := combotest.SSE(0, combotest.ChatDelta("partial"))
+			r.Stream.HangAfter = true
+			return r
+		}
+		return combotest.OK("fine")
+	})
+	p := provider("openai", up["openai"], "k1")
+	p.Connections[0].MaxConcurrent = 1
+	cfg := config([]gw.Provider{p})
+	cfg.Resilience.RequestQueue.MaxQueueWaitMs = 1000
+	g := startGateway(t, cfg)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/v1/chat/completions",
+		strings.NewReader(chatBody("openai/m", "hi", true)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := testClient(t).Do(req)
+	require.NoError(t, err)
+	buf := make([]byte, 4096)
+	n, err := resp.Body.Read(buf)
+	require.NoError(t, err)
+	require.Contains(t, string(buf[:n]), "partial")
+	cancel()
+	resp.Body.Close()
+
+	// The only slot is free again once the gateway has seen the client go.
+	var a answer
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a = g.chat(t, "openai/m", "again", nil)
+		if a.StatusCode == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
+	h := g.admin(t, http.MethodGet, "/api/monitoring/health", "").json(t)
+	for _, q := range h["queues"].([]any) {
+		assert.EqualValues(t, 0, q.(map[string]any)["running"], h["queues"])
+	}
+	cd := g.admin(t, http.MethodGet, "/api/resilience/cooldowns", "")
+	assert.JSONEq(t, `{"connections":[],"total":0}`, cd.body, "a client leaving is not the connection's fault")
+}
+
+// SIGTERM with a request that never ends: the process closes it after the
+// grace period and exits, reporting the cut.
+func TestE2EShutdownIsBounded(t *testing.T) {
+	up := upstreams(t, "openai")
+	up["openai"].Script("", combotest.Hang())
+	g := startGateway(t, config([]gw.Provider{provider("openai", up["openai"], "k1")}), "-grace", "300ms")
+
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(chatBody("openai/m", "hi", false)))
+		resp, err := testClient(t).Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for up["openai"].Total() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, 1, up["openai"].Total())
+	start := time.Now()
+	require.NoError(t, g.cmd.Process.Signal(syscall.SIGTERM))
+	err := g.wait(t, 5*time.Second)
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Error(t, err, "requests were cut: the exit status says so")
+	assert.Equal(t, 1, g.cmd.ProcessState.ExitCode())
+	assert.Contains(t, g.stderr.String(), "grace")
+	assert.Error(t, <-done, "the hanging request was closed")
+}
+
+// A configuration with a mistake is refused at start, naming the field.
+func TestE2EBadConfigRefused(t *testing.T) {
+	up := upstreams(t, "openai")
+	cfg := config([]gw.Provider{provider("openai", up["openai"], "k1")},
+		gw.Combo{Name: "c", Strategy: "fastest-first", Targets: []gw.Target{{Provider: "openai", Model: "m"}}})
+	data, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	out, err := exec.Command(gatewayBinary(t), "-config", path, "-listen", "127.0.0.1:0").CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 1, ee.ExitCode())
+	assert.Contains(t, string(out), "combos[0].strategy")
+	assert.Contains(t, string(out), "fastest-first")
 }

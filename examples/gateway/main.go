@@ -90,6 +90,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	err = hs.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		hs.Close()
+		err = fmt.Errorf("requests still running after the %v grace period were cut", *grace)
 	}
 	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return serr

@@ -169,7 +169,9 @@ type WatchdogConfig struct {
 	MinBytesPerSecond int64 `json:"minBytesPerSecond"`
 	IdleTimeoutMs     int   `json:"idleTimeoutMs"`
 	AttemptDeadlineMs int   `json:"attemptDeadlineMs"`
-	HoldHeartbeats    bool  `json:"holdHeartbeats"`
+	// HoldHeartbeats is accepted for compatibility; the gateway always
+	// holds back heartbeats until a stream's first useful output.
+	HoldHeartbeats bool `json:"holdHeartbeats"`
 }
 
 // CooldownWaitConfig is the combo cooldown-aware retry.

@@ -95,7 +95,12 @@ func buildLayers(c *Config) (combo.Config, error) {
 		Watchdog: watchdog.Config{
 			Throughput: watchdog.Settings{Enabled: wd.Enabled, Warmup: msDur(wd.WarmupMs), Window: msDur(wd.WindowMs),
 				MinBytesPerSecond: wd.MinBytesPerSecond},
-			IdleTimeout: msDur(wd.IdleTimeoutMs), AttemptDeadline: msDur(wd.AttemptDeadlineMs), HoldHeartbeats: wd.HoldHeartbeats,
+			// The router commits a stream at its first useful output, which
+			// the watchdog only sees while it parses events: with the
+			// throughput rule off, that takes HoldHeartbeats. Holding
+			// heartbeats changes nothing else, since the router holds back
+			// everything before the commit anyway.
+			IdleTimeout: msDur(wd.IdleTimeoutMs), AttemptDeadline: msDur(wd.AttemptDeadlineMs), HoldHeartbeats: true,
 		},
 	}, nil
 }
