@@ -263,7 +263,7 @@ func TestSetExportRestoreRoundTrip(t *testing.T) {
 		time.Sleep(time.Minute)
 		done, err := s.Allow("claude") // half-open, probe out
 		require.NoError(t, err)
-		done(Failure) // open, cycle 1
+		done(Failure)            // open, cycle 1
 		failN(t, s, "codex", 5)  // degraded
 		failN(t, s, "gemini", 1) // closed
 		s.Report("mistral", Report{Outcome: Failure, Kind: KindRateLimit})

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-
 type timedReport struct {
 	at time.Duration // after t0
 	r  Report
