@@ -108,7 +108,8 @@ type Config struct {
 
 // Pins pins client sessions to connections, per provider.
 //
-// A pin lives for its TTL after its last use (sliding expiry). Selection
+// A pin lives for its TTL after its last use (sliding expiry, in steps of at
+// most a second). Selection
 // only ever chooses among the caller's candidates: a live pin whose
 // connection is a candidate wins; a pin whose connection is not a candidate
 // is dropped for good (hard rebind); otherwise the least recently used
@@ -173,7 +174,10 @@ func (p *Pins) Select(provider string, key Key, candidates []Candidate) (string,
 // slides to now + TTL; a live pin outside the candidates is removed; a new
 // choice is pinned. It reports false, changing nothing, when key is zero,
 // there is no candidate, or affinity is disabled for provider; the caller's
-// own strategy then decides. A hit allocates nothing with the default store.
+// own strategy then decides. A hit allocates nothing with the default store,
+// and writes the pin to the store only when it slides it by at least a
+// second (a sixteenth of the TTL when that is shorter): the stored expiry of
+// a busy session trails now + TTL by less than that step.
 func (p *Pins) SelectAt(provider string, key Key, candidates []Candidate, now time.Time) (string, bool) {
 	c, ok := p.ChooseAt(Request{Provider: provider, Key: key}, candidates, now)
 	return c.Connection, ok
@@ -219,8 +223,7 @@ func (p *Pins) choose(r Request, candidates []Candidate, now time.Time, commit b
 	if ok {
 		if i := indexOf(candidates, pin.Connection); i >= 0 {
 			if commit {
-				p.save(sk, slide(pin, now, ttl), now)
-				p.usage.record(pin.Connection, now, false)
+				p.touch(sk, pin, now, ttl)
 			}
 			return Choice{Connection: pin.Connection, Pinned: true}, true
 		}
@@ -253,7 +256,8 @@ func (p *Pins) Pin(r Request, connection string) bool {
 
 // PinAt pins the session to connection, typically after connection has
 // served the request, and records the use of connection. A live pin to the
-// same connection slides (keeping its creation time); a pin to another
+// same connection slides (keeping its creation time) in the steps described
+// at [Pins.SelectAt]; a pin to another
 // connection is replaced. It reports false, changing nothing, when the key
 // is zero, connection is empty, or affinity is disabled for the provider.
 func (p *Pins) PinAt(r Request, connection string, now time.Time) bool {
@@ -264,8 +268,7 @@ func (p *Pins) PinAt(r Request, connection string, now time.Time) bool {
 	sk := StoreKey{Provider: r.Provider, Session: r.Key.sum}
 	pin, ok := p.load(sk, now)
 	if ok && pin.Connection == connection {
-		p.save(sk, slide(pin, now, ttl), now)
-		p.usage.record(connection, now, false)
+		p.touch(sk, pin, now, ttl)
 		return true
 	}
 	p.save(sk, Pin{Connection: connection, Created: now, LastUsed: now, Expires: now.Add(ttl)}, now)
@@ -457,6 +460,24 @@ func (p *Pins) fail(err error) {
 	}
 }
 
+// slideStep bounds how far a used pin's stored expiry may trail now + TTL:
+// a use that would move the pin's expiry and last use by less than
+// min(slideStep, TTL/16) leaves the stored pin as it is. A busy session thus
+// writes its pin about once a second, not on every request, and its pin
+// still has at least 15/16 of its TTL left after each use.
+const slideStep = time.Second
+
+// touch uses the live pin of sk, which is among the candidates: it slides
+// the pin (see slideStep) and records the use of its connection.
+func (p *Pins) touch(sk StoreKey, pin Pin, now time.Time, ttl time.Duration) {
+	// How far a slide would move the last use and the expiry.
+	step := min(slideStep, ttl/16)
+	if now.Sub(pin.LastUsed) >= step || now.Sub(pin.Expires)+ttl >= step {
+		p.save(sk, slide(pin, now, ttl), now)
+	}
+	p.usage.record(pin.Connection, now, false)
+}
+
 // slide extends a live pin's expiry to now + ttl. Time going backwards
 // neither shortens the pin nor moves LastUsed back.
 func slide(pin Pin, now time.Time, ttl time.Duration) Pin {
@@ -530,7 +551,7 @@ type usageTable struct {
 
 type usageShard struct {
 	mu sync.Mutex
-	m  map[string]usage // lazily initialised
+	m  map[string]*usage // lazily initialised
 }
 
 func (t *usageTable) init(maxConns int) {
@@ -548,9 +569,13 @@ func (t *usageTable) shard(conn string) *usageShard {
 func (t *usageTable) get(conn string) (usage, bool) {
 	sh := t.shard(conn)
 	sh.mu.Lock()
-	u, ok := sh.m[conn]
+	u := sh.m[conn]
+	var v usage
+	if u != nil {
+		v = *u
+	}
 	sh.mu.Unlock()
-	return u, ok
+	return v, u != nil
 }
 
 // record notes a use of conn at now. A fresh pin resets the consecutive use
@@ -559,15 +584,16 @@ func (t *usageTable) get(conn string) (usage, bool) {
 func (t *usageTable) record(conn string, now time.Time, fresh bool) {
 	sh := t.shard(conn)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	u, ok := sh.m[conn]
-	if !ok {
+	u := sh.m[conn]
+	if u == nil {
 		if sh.m == nil {
-			sh.m = make(map[string]usage)
+			sh.m = make(map[string]*usage)
 		}
 		if len(sh.m) >= t.perShard {
 			sh.forgetOldest()
 		}
+		u = new(usage)
+		sh.m[conn] = u
 	}
 	if now.After(u.last) {
 		u.last = now
@@ -577,7 +603,7 @@ func (t *usageTable) record(conn string, now time.Time, fresh bool) {
 	} else {
 		u.uses++
 	}
-	sh.m[conn] = u
+	sh.mu.Unlock()
 }
 
 // forgetOldest drops the connection used longest ago. The lock must be held.

@@ -448,3 +448,78 @@ func TestPinsConcurrent(t *testing.T) {
 	assert.LessOrEqual(t, len(s.Pins), 128)
 	assert.LessOrEqual(t, len(s.Connections), 5)
 }
+
+// countingStore counts the writes that reach a MemoryStore.
+type countingStore struct {
+	*MemoryStore
+	saves int
+}
+
+func (s *countingStore) Save(k StoreKey, p Pin, now time.Time) error {
+	s.saves++
+	return s.MemoryStore.Save(k, p, now)
+}
+
+// A hit rewrites the stored pin only when it would slide it by at least a
+// second (or a sixteenth of a short TTL), so a busy session does not write
+// its pin on every request, yet its pin never runs out while it is in use.
+func TestHitSlidesInSteps(t *testing.T) {
+	store := &countingStore{MemoryStore: NewMemoryStore(0)}
+	p := New(Config{Settings: Settings{TTL: time.Hour}, Store: store})
+	k := mustKey(t, "K")
+	c := cands("A", "B")
+	_, ok := p.SelectAt("p", k, c, t0)
+	require.True(t, ok)
+	require.Equal(t, 1, store.saves)
+
+	for i := 1; i <= 999; i++ {
+		got, ok := p.SelectAt("p", k, c, t0.Add(time.Duration(i)*time.Millisecond))
+		require.True(t, ok)
+		require.Equal(t, "A", got)
+	}
+	assert.Equal(t, 1, store.saves, "uses within a second of the last write")
+	pin, _ := p.LookupAt("p", k, t0)
+	assert.Equal(t, Pin{Connection: "A", Created: t0, LastUsed: t0, Expires: t0.Add(time.Hour)}, pin)
+	assert.Equal(t, 1000, p.SnapshotAt(t0).Connections[0].Uses, "every use is counted")
+
+	now := t0.Add(time.Second)
+	p.SelectAt("p", k, c, now)
+	assert.Equal(t, 2, store.saves)
+	pin, _ = p.LookupAt("p", k, now)
+	assert.Equal(t, Pin{Connection: "A", Created: t0, LastUsed: now, Expires: now.Add(time.Hour)}, pin)
+
+	// PinAt after a success follows the same rule.
+	require.True(t, p.PinAt(Request{Provider: "p", Key: k}, "A", now.Add(500*time.Millisecond)))
+	assert.Equal(t, 2, store.saves)
+	require.True(t, p.PinAt(Request{Provider: "p", Key: k}, "A", now.Add(time.Second)))
+	assert.Equal(t, 3, store.saves)
+
+	// A longer per-request TTL slides the expiry at once.
+	later := now.Add(time.Second + time.Millisecond)
+	c2, ok := p.ChooseAt(Request{Provider: "p", Key: k, TTL: 2 * time.Hour}, c, later)
+	require.True(t, ok)
+	assert.True(t, c2.Pinned)
+	assert.Equal(t, 4, store.saves)
+	pin, _ = p.LookupAt("p", k, later)
+	assert.Equal(t, later.Add(2*time.Hour), pin.Expires)
+}
+
+// With a short TTL the step shrinks to TTL/16: a session used a little more
+// often than its TTL keeps its pin.
+func TestShortTTLPinStaysAlive(t *testing.T) {
+	p := New(Config{Settings: Settings{TTL: time.Second}})
+	k := mustKey(t, "K")
+	c := cands("A", "B")
+	_, ok := p.SelectAt("p", k, c, t0)
+	require.True(t, ok)
+	now := t0
+	for range 20 {
+		now = now.Add(900 * time.Millisecond)
+		ch, ok := p.ChooseAt(Request{Provider: "p", Key: k}, c, now)
+		require.True(t, ok)
+		require.True(t, ch.Pinned, "pin lost at %v", now.Sub(t0))
+	}
+	pin, ok := p.LookupAt("p", k, now)
+	require.True(t, ok)
+	assert.Equal(t, now.Add(time.Second), pin.Expires)
+}
