@@ -26,11 +26,15 @@ type chaosKind struct {
 	// fallback: a healthy target follows the faulty one, so the answer
 	// must be a success.
 	fallback bool
+	// stream asks for a streamed answer every time; otherwise every third
+	// request does.
+	stream bool
 }
 
 // TestChaosBreakersOpenAndRecover sends concurrent requests through the
-// gateway while three providers fail (503s, connection resets, hangs) and
-// two are healthy (one fast, one slow). Every request must be answered with
+// gateway while four providers fail (503s, connection resets, hangs, and
+// streams that stall before their first token) and two are healthy (one
+// fast, one slow). Every request must be answered with
 // a success or a typed error before its deadline, the faulty providers'
 // breakers must open while the healthy ones never do, and once the faults
 // stop each opened breaker must go half-open and then close on its probe.
@@ -45,6 +49,10 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 		breakerReset = time.Second
 		// hangTimeout bounds an attempt on the hanging provider.
 		hangTimeout = 300 * time.Millisecond
+		// stallTimeout is the watchdog's idle timeout, which cuts the
+		// stalled streams; it is well below the combo's target timeout so
+		// that the watchdog, not the target timeout, ends those attempts.
+		stallTimeout = 200 * time.Millisecond
 		// slack is the time a request may take past its deadline: the
 		// client's own cancellation under -race on a busy machine.
 		slack   = 500 * time.Millisecond
@@ -55,36 +63,43 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 		rounds   = 20
 		minFault = 2*breakerReset + breakerReset/2
 	)
-	steady, u503, reset, hang, slow := combotest.New(), combotest.New(), combotest.New(), combotest.New(), combotest.New()
+	steady, u503, reset, hang, slow, stall := combotest.New(), combotest.New(), combotest.New(), combotest.New(),
+		combotest.New(), combotest.New()
 	steady.Handle("", func(c combotest.Call) combotest.Reply { return streamOrPlain(c, 0, "steady") })
 	u503.Script("", combotest.Error(http.StatusServiceUnavailable, "service unavailable"))
 	reset.Script("", combotest.Reset())
 	hang.Script("", combotest.Hang())
 	slow.Script("", combotest.OK("slow").After(80*time.Millisecond))
+	// A 200 event stream that sends one heartbeat and then nothing.
+	stall.Script("", combotest.Reply{Stream: &combotest.Stream{Events: []combotest.Event{combotest.Heartbeat()}, HangAfter: true}})
 
 	cfg := &gw.Config{
 		Providers: []gw.Provider{
 			provider("steady", steady, 2), provider("down", u503, 1), provider("resetting", reset, 1),
-			provider("hanging", hang, 1), provider("slow", slow, 1),
+			provider("hanging", hang, 1), provider("slow", slow, 1), provider("stalling", stall, 1),
 		},
 		Combos: []gw.Combo{
 			comboOf("via-down", 2*time.Second, "down", "steady"),
 			comboOf("via-reset", 2*time.Second, "resetting", "steady"),
 			comboOf("via-hang", hangTimeout, "hanging", "steady"),
 			comboOf("via-slow", 2*time.Second, "slow", "steady"),
+			comboOf("via-stall", 2*time.Second, "stalling", "steady"),
 		},
 	}
 	cfg.Resilience.Breaker.APIKey = gw.BreakerProfile{OpenAt: 3, ResetMs: int(breakerReset / time.Millisecond), MaxMultiplier: 1}
 	// Short connection cooldowns, so that a failing connection keeps
 	// reaching its provider and the breaker, not the cooldown, decides.
 	cfg.Resilience.Cooldown.APIKey = gw.CooldownProfile{BaseMs: 20, Steps: 1, MaxMs: 100}
-	r := newRig(t, cfg, map[string]*combotest.Upstream{"steady": steady, "down": u503, "resetting": reset, "hanging": hang, "slow": slow})
+	cfg.Resilience.ThroughputWatchdog = gw.WatchdogConfig{Enabled: true, IdleTimeoutMs: int(stallTimeout / time.Millisecond)}
+	r := newRig(t, cfg, map[string]*combotest.Upstream{"steady": steady, "down": u503, "resetting": reset, "hanging": hang,
+		"slow": slow, "stalling": stall})
 
 	kinds := []chaosKind{
 		{name: "503 then fallback", model: "via-down", deadline: 3 * time.Second, mustAnswer: true, fallback: true},
 		{name: "reset then fallback", model: "via-reset", deadline: 3 * time.Second, mustAnswer: true, fallback: true},
 		{name: "hang then fallback", model: "via-hang", deadline: 3 * time.Second, mustAnswer: true, fallback: true},
 		{name: "slow then fallback", model: "via-slow", deadline: 3 * time.Second, mustAnswer: true, fallback: true},
+		{name: "stall then fallback", model: "via-stall", deadline: 3 * time.Second, mustAnswer: true, fallback: true, stream: true},
 		{name: "healthy direct", model: "steady/" + rigModel, deadline: 3 * time.Second, mustAnswer: true, fallback: true},
 		{name: "503 direct", model: "down/" + rigModel, deadline: 3 * time.Second, mustAnswer: true},
 		{name: "reset direct", model: "resetting/" + rigModel, deadline: 3 * time.Second, mustAnswer: true},
@@ -129,7 +144,7 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < rounds || time.Since(start) < minFault; i++ {
 				k := kinds[(w+i)%len(kinds)]
-				results[w] = append(results[w], record{k, r.chat(k.model, (w+i)%3 == 0, k.deadline)})
+				results[w] = append(results[w], record{k, r.chat(k.model, k.stream || (w+i)%3 == 0, k.deadline)})
 			}
 		}()
 	}
@@ -183,11 +198,11 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 	// at admission when it screens the combo again. It is a typed error, so
 	// it is counted above; the number is logged, not asserted.
 	t.Logf("chaos: %d answers were 404 no_executable_targets", noExec)
-	t.Logf("chaos: upstream calls: steady %d, down %d, resetting %d, hanging %d, slow %d",
-		steady.Total(), u503.Total(), reset.Total(), hang.Total(), slow.Total())
+	t.Logf("chaos: upstream calls: steady %d, down %d, resetting %d, hanging %d, stalling %d, slow %d",
+		steady.Total(), u503.Total(), reset.Total(), hang.Total(), stall.Total(), slow.Total())
 	t.Logf("chaos: breaker states seen %v; after the load %v", seen, after)
 
-	faulty := []string{"down", "resetting", "hanging"}
+	faulty := []string{"down", "resetting", "hanging", "stalling"}
 	for _, p := range faulty {
 		assert.True(t, seen[p]["open"], "the breaker of %s never opened: seen %v", p, seen[p])
 		assert.Contains(t, []string{"open", "half-open"}, after[p], "the breaker of %s after the load", p)
@@ -195,11 +210,11 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 	for _, p := range []string{"steady", "slow"} {
 		assert.False(t, seen[p]["open"] || seen[p]["half-open"], "the breaker of healthy %s left closed: seen %v", p, seen[p])
 	}
-	// An open breaker saves upstream calls: far fewer than one per request
-	// routed to it reached each faulty provider (two kinds route to each).
+	// An open breaker saves upstream calls: fewer calls reached each faulty
+	// provider than the requests of any one kind that routes to it first.
 	perKind := total / len(kinds)
-	for p, u := range map[string]*combotest.Upstream{"down": u503, "resetting": reset, "hanging": hang} {
-		assert.Less(t, u.Total(), perKind, "calls that reached %s", p)
+	for p, u := range map[string]*combotest.Upstream{"down": u503, "resetting": reset, "hanging": hang, "stalling": stall} {
+		assert.Less(t, u.Total(), perKind, "calls that reached %s (%d requests per kind)", p, perKind)
 	}
 
 	// The faults stop. With no traffic each open breaker turns half-open
@@ -208,7 +223,8 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 	u503.Script("", combotest.OK("down is back"))
 	reset.Script("", combotest.OK("resetting is back"))
 	hang.Script("", combotest.OK("hanging is back"))
-	probes := map[string]string{"down": "via-down", "resetting": "via-reset", "hanging": "via-hang"}
+	stall.Handle("", func(c combotest.Call) combotest.Reply { return streamOrPlain(c, 0, "stalling ", "is back") })
+	probes := map[string]string{"down": "via-down", "resetting": "via-reset", "hanging": "via-hang", "stalling": "via-stall"}
 	for _, p := range faulty {
 		require.Equal(t, breakerView{State: "half-open"}, r.waitProbeSlot(p, 3*breakerReset), "the breaker of %s", p)
 		res := r.chat(probes[p], false, 3*time.Second)
