@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,10 +18,12 @@ import (
 	"github.com/routeguard/routeguard/examples/gateway/gw"
 )
 
-// The load measurements compare two paths on loopback: a client calling
-// the fake upstream directly, and the same client calling the gateway
-// binary, which routes to that upstream. The difference is the latency the
-// gateway adds (an HTTP hop, JSON handling and the router).
+// The load measurements compare paths on loopback: a client calling the
+// fake upstream directly ("direct"), the same client calling the gateway
+// binary, which routes to that upstream ("gateway"), and the gateway's
+// handler served in the test process ("inprocess", no second process to
+// wake). The difference to direct is the latency the gateway adds: one
+// more HTTP hop, the JSON handling and the router.
 //
 //	go test -run='^$' -bench=Gateway -benchtime=200ms ./examples/gateway/
 //
@@ -38,7 +41,8 @@ const (
 type loadRig struct {
 	client  *http.Client
 	direct  string // URL of the upstream's chat route
-	gateway string // URL of the gateway's chat route
+	gateway string // URL of the gateway binary's chat route
+	inproc  string // URL of an in-process gateway's chat route
 	body    string
 }
 
@@ -53,12 +57,20 @@ func newLoadRig(tb testing.TB) *loadRig {
 		Combos: []gw.Combo{{Name: "bench", Strategy: "priority", Targets: []gw.Target{{Provider: "bench", Model: "m"}}}},
 	}
 	g := startGateway(tb, cfg)
+	srv, err := gw.New(cfg, gw.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Close)
+	hs := httptest.NewServer(srv)
+	tb.Cleanup(hs.Close)
 	tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}
 	tb.Cleanup(tr.CloseIdleConnections)
 	return &loadRig{
 		client:  &http.Client{Transport: tr, Timeout: 10 * time.Second},
 		direct:  up.URL() + "/v1/chat/completions",
 		gateway: g.base + "/v1/chat/completions",
+		inproc:  hs.URL + "/v1/chat/completions",
 		body:    chatBody("bench", "ping", false),
 	}
 }
@@ -86,11 +98,14 @@ func (r *loadRig) call(ctx context.Context, url string) (time.Duration, error) {
 	return d, err
 }
 
+// paths lists the three ways to the upstream.
+func (r *loadRig) paths() []string { return []string{r.direct, r.gateway, r.inproc} }
+
 // warm opens a few keep-alive connections on both paths.
 func (r *loadRig) warm(tb testing.TB) {
 	tb.Helper()
 	for range 20 {
-		for _, u := range []string{r.direct, r.gateway} {
+		for _, u := range r.paths() {
 			if _, err := r.call(context.Background(), u); err != nil {
 				tb.Fatal(err)
 			}
@@ -99,9 +114,9 @@ func (r *loadRig) warm(tb testing.TB) {
 }
 
 // fixedRate sends rate requests per second to url for d, each on its own
-// goroutine at its scheduled time, and returns every latency. Latency is
-// measured from the scheduled send time, so a stalled client does not hide
-// queueing.
+// goroutine at its scheduled time (open loop: a slow answer delays no
+// other request), and returns the latency of every request, from sending
+// it to the end of its answer.
 func (r *loadRig) fixedRate(url string, rate int, d time.Duration) ([]time.Duration, error) {
 	n := int(d.Seconds() * float64(rate))
 	interval := time.Second / time.Duration(rate)
@@ -116,11 +131,12 @@ func (r *loadRig) fixedRate(url string, rate int, d time.Duration) ([]time.Durat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := r.call(context.Background(), url); err != nil {
+			d, err := r.call(context.Background(), url)
+			if err != nil {
 				failed.Add(1)
 				firstErr.CompareAndSwap(nil, err)
 			}
-			lat[i] = time.Since(at)
+			lat[i] = d
 		}()
 	}
 	wg.Wait()
@@ -163,7 +179,9 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 func BenchmarkGatewayLatency(b *testing.B) {
 	rig := newLoadRig(b)
 	rig.warm(b)
-	for _, path := range []struct{ name, url string }{{"direct", rig.direct}, {"gateway", rig.gateway}} {
+	for _, path := range []struct{ name, url string }{
+		{"direct", rig.direct}, {"gateway", rig.gateway}, {"inprocess", rig.inproc},
+	} {
 		b.Run(path.name, func(b *testing.B) {
 			lat, err := rig.fixedRate(path.url, loadRate, loadDuration)
 			if err != nil {
@@ -181,7 +199,9 @@ func BenchmarkGatewayLatency(b *testing.B) {
 func BenchmarkGatewayPeak(b *testing.B) {
 	rig := newLoadRig(b)
 	rig.warm(b)
-	for _, path := range []struct{ name, url string }{{"direct", rig.direct}, {"gateway", rig.gateway}} {
+	for _, path := range []struct{ name, url string }{
+		{"direct", rig.direct}, {"gateway", rig.gateway}, {"inprocess", rig.inproc},
+	} {
 		b.Run(path.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var mu sync.Mutex
@@ -221,7 +241,7 @@ func TestLoadRig(t *testing.T) {
 	}
 	rig := newLoadRig(t)
 	rig.warm(t)
-	for _, u := range []string{rig.direct, rig.gateway} {
+	for _, u := range rig.paths() {
 		lat, err := rig.fixedRate(u, 100, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
