@@ -35,6 +35,33 @@
 // bounds its size, and offers [Set.Snapshot] for health pages, [Set.Reset]
 // and [Set.ResetAll], and a state-change hook that runs outside every lock.
 //
+// # Reports, kinds and deduplication
+//
+// A [Report] is an Outcome with detail: the failure's [Kind] (transient,
+// rate_limit, quota_exhausted), the connection it used, and whether it was a
+// network error or a local queue timeout. [Breaker.AllowReport] returns a
+// done func that takes one; [Breaker.ReportAt] and [Set.ReportAt] account a
+// report that belongs to no admission, the way a router records a failed
+// attempt. Reports are filtered before they count: a queue timeout never
+// counts, network errors count once per provider per Profile.NetworkDedup
+// (10 s), and failures of one connection once per Profile.ConnDedup (5 s);
+// the remembered connections are bounded by Profile.MaxConns.
+//
+// With [Profile.Hints] on, the kind of the last failure chooses the base of
+// the open time ([KindPolicy.Cooldown]; built in: rate_limit 60 s,
+// quota_exhausted 1 h), which escalates and is capped like Reset. A kind can
+// also open a breaker by itself after [KindPolicy.OpenAt] failures.
+//
+// # Persistence
+//
+// The package does no I/O. [Set.Export] returns a [Record] per breaker
+// (state, count, last failure and its kind, per-kind counts, cycles, start
+// of the open period), plain data ready for JSON or a database row;
+// [Set.Restore] puts records back after a restart. An open breaker resumes
+// its open period where it stood, measured from its recorded start; a
+// half-open one gets its probe slot back. Restore validates and clamps every
+// field and refuses what it cannot interpret.
+//
 // # Time
 //
 // The breaker follows the wall clock, because the gobreaker machine it is

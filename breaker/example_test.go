@@ -1,6 +1,7 @@
 package breaker_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -60,4 +61,71 @@ func ExampleProfile_OpenDuration() {
 	fmt.Println()
 	// Output:
 	// 1m0s 1m0s 2m0s 4m0s 8m0s 8m0s
+}
+
+// A router records failed attempts directly: failures of one connection
+// within 5 s count once, network errors once per 10 s across connections,
+// and queue timeouts never.
+func ExampleBreaker_ReportAt() {
+	b := breaker.New("openai", breaker.DefaultProfile(breaker.APIKey), nil)
+	t0 := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	for _, r := range []struct {
+		after time.Duration
+		rep   breaker.Report
+	}{
+		{0, breaker.Report{Outcome: breaker.Failure, Conn: "key-1"}},
+		{4999 * time.Millisecond, breaker.Report{Outcome: breaker.Failure, Conn: "key-1"}},
+		{5 * time.Second, breaker.Report{Outcome: breaker.Failure, Conn: "key-1"}},
+		{6 * time.Second, breaker.Report{Outcome: breaker.Failure, Conn: "key-2", Network: true}},
+		{7 * time.Second, breaker.Report{Outcome: breaker.Failure, Conn: "key-3", Network: true}},
+		{8 * time.Second, breaker.Report{Outcome: breaker.Failure, QueueTimeout: true}},
+	} {
+		fmt.Print(b.ReportAt(r.rep, t0.Add(r.after)), " ")
+	}
+	fmt.Println(b.Status().Failures)
+	// Output:
+	// true false true true false false 3
+}
+
+// With hints on, a quota failure opens the breaker for an hour, escalating
+// after the escalation count and capped at an hour times the multiplier.
+func ExampleProfile_OpenDurationFor() {
+	p := breaker.DefaultProfile(breaker.OAuth) // escalation 2, multiplier 8
+	p.Hints = true
+	p = p.Normalize()
+	for cycles := 0; cycles <= 6; cycles++ {
+		fmt.Print(p.OpenDurationFor(breaker.KindQuotaExhausted, cycles), " ")
+	}
+	fmt.Println()
+	// Output:
+	// 1h0m0s 1h0m0s 1h0m0s 2h0m0s 4h0m0s 8h0m0s 8h0m0s
+}
+
+// A store keeps the records of Export, as JSON or rows; after a restart
+// Restore resumes each breaker where it stood.
+func ExampleSet_Restore() {
+	row := []byte(`[{"provider":"openai","state":"OPEN","failures":8,"openCycles":2,"lastFailure":"` +
+		time.Now().Add(-30*time.Second).Format(time.RFC3339Nano) + `"}]`)
+	var records []breaker.Record
+	if err := json.Unmarshal(row, &records); err != nil {
+		fmt.Println(err)
+		return
+	}
+	set := breaker.NewSet(breaker.Config{
+		ClassOf: func(string) breaker.Class { return breaker.OAuth }, // reset 60 s
+	})
+	if err := set.Restore(records); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err := set.Allow("openai")
+	var oe *breaker.OpenError
+	if errors.As(err, &oe) {
+		fmt.Println(oe.State, oe.RetryAfterSeconds())
+	}
+	out, _ := json.Marshal(set.Export()[0].State)
+	fmt.Println(string(out))
+	// Output:
+	// open 30
+	// "open"
 }

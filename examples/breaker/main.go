@@ -4,11 +4,14 @@
 // The upstream answers 503 to its first five requests and 200 afterwards.
 // The breaker opens after four counted failures, so the run shows
 // closed → degraded → open → half-open (a failed probe) → open →
-// half-open (a good probe) → closed. It needs no network beyond loopback
-// and finishes in about two seconds.
+// half-open (a good probe) → closed. Then it records failures directly (one
+// connection's repeats count once) and saves and restores the breaker's
+// state as JSON. It needs no network beyond loopback and finishes in about
+// two seconds.
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,11 +42,12 @@ func run() error {
 	defer upstream.Close()
 
 	var changes []breaker.Change // the loop below is the only caller
+	profiles := map[string]breaker.Profile{
+		// Degraded at 2, open at 4, one second open (the shortest allowed).
+		"flaky": {DegradedAt: 2, OpenAt: 4, Reset: time.Second},
+	}
 	set := breaker.NewSet(breaker.Config{
-		Profiles: map[string]breaker.Profile{
-			// Degraded at 2, open at 4, one second open (the shortest allowed).
-			"flaky": {DegradedAt: 2, OpenAt: 4, Reset: time.Second},
-		},
+		Profiles: profiles,
 		// The hook runs outside the breaker's locks; keep the changes and
 		// print them after the line of the call that caused them.
 		OnStateChange: func(c breaker.Change) { changes = append(changes, c) },
@@ -70,6 +74,35 @@ func run() error {
 	}
 	if st, _ := set.State("flaky"); st != breaker.Closed {
 		return fmt.Errorf("ended %v, want closed", st)
+	}
+	printChanges(&changes)
+
+	// A router may also record failures it learns outside Allow. Repeats
+	// from one connection within 5 s count once.
+	for _, conn := range []string{"key-1", "key-1", "key-2"} {
+		counted := set.Report("flaky", breaker.Report{Outcome: breaker.Failure, Conn: conn})
+		fmt.Printf("direct failure on %s counted: %v\n", conn, counted)
+	}
+	printChanges(&changes)
+
+	// The breaker's state is plain data: save it anywhere, restore it after
+	// a restart.
+	saved, err := json.Marshal(set.Export())
+	if err != nil {
+		return err
+	}
+	var records []breaker.Record
+	if err := json.Unmarshal(saved, &records); err != nil {
+		return err
+	}
+	restored := breaker.NewSet(breaker.Config{Profiles: profiles})
+	if err := restored.Restore(records); err != nil {
+		return err
+	}
+	st := restored.Get("flaky").Status()
+	fmt.Printf("restored after a restart: %v with %d failures\n", st.State, st.Failures)
+	if st.State != breaker.Degraded || st.Failures != 2 {
+		return fmt.Errorf("restored %v with %d failures, want degraded with 2", st.State, st.Failures)
 	}
 	return nil
 }
