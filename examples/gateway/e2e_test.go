@@ -93,20 +93,26 @@ func TestE2EOpenBreakerMovesTraffic(t *testing.T) {
 	assert.Equal(t, 3, up["p1"].Total(), "the open provider is not called")
 	assert.Equal(t, 4, up["p2"].Total())
 
-	// POST reset closes the breaker; with p1 healthy again it serves first.
-	r := g.admin(t, http.MethodPost, "/api/resilience/reset", "")
+	// The 503s also cooled p1's keys. Lifting those cooldowns (all,
+	// narrowed to the provider) leaves the open breaker alone in the way.
+	h = g.admin(t, http.MethodGet, "/api/monitoring/health", "").json(t)
+	assert.EqualValues(t, 3, h["connections"].(map[string]any)["cooling"])
+	up["p1"].Script("", combotest.OK("p1 is back"))
+	r := g.admin(t, http.MethodPost, "/api/resilience/cooldowns", `{"all":true,"provider":"p1"}`)
+	require.Equal(t, http.StatusOK, r.StatusCode, r.body)
+	assert.JSONEq(t, `{"cleared":3,"unchanged":0,"skippedTerminal":0,"lockoutsCleared":0}`, r.body)
+	a = g.chat(t, "smart", "hello", nil)
+	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
+	assert.Equal(t, "p2/m2", a.Header.Get("X-Routeguard-Target"))
+	assert.Equal(t, 3, up["p1"].Total(), "the breaker alone keeps p1 out")
+
+	// POST reset closes the breaker, and p1 serves first again.
+	r = g.admin(t, http.MethodPost, "/api/resilience/reset", "")
 	require.Equal(t, http.StatusOK, r.StatusCode, r.body)
 	assert.Equal(t, true, r.json(t)["ok"])
 	assert.EqualValues(t, 2, r.json(t)["resetCount"])
 	h = g.admin(t, http.MethodGet, "/api/monitoring/health", "").json(t)
 	assert.Equal(t, "closed", h["providerHealth"].(map[string]any)["p1"].(map[string]any)["state"], h)
-	assert.EqualValues(t, 3, h["connections"].(map[string]any)["cooling"], "the 503s also cooled p1's keys")
-
-	// Lifting p1's cooldowns (all, narrowed to the provider) puts it back.
-	up["p1"].Script("", combotest.OK("p1 is back"))
-	r = g.admin(t, http.MethodPost, "/api/resilience/cooldowns", `{"all":true,"provider":"p1"}`)
-	require.Equal(t, http.StatusOK, r.StatusCode, r.body)
-	assert.JSONEq(t, `{"cleared":3,"unchanged":0,"skippedTerminal":0,"lockoutsCleared":0}`, r.body)
 	a = g.chat(t, "smart", "hello", nil)
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
 	assert.Equal(t, "p1/m1", a.Header.Get("X-Routeguard-Target"))
