@@ -181,6 +181,9 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 				}
 			} else {
 				gaveUp++
+				if res.Err == nil && res.Status != 0 {
+					t.Errorf("%s: an error answer without a typed error body: status %d, body %q", k.name, res.Status, res.Body)
+				}
 				assert.False(t, k.mustAnswer, "%s: no answer within %v: status %d, err %v, body %q",
 					k.name, k.deadline, res.Status, res.Err, res.Body)
 			}
@@ -208,7 +211,7 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 		assert.Contains(t, []string{"open", "half-open"}, after[p], "the breaker of %s after the load", p)
 	}
 	for _, p := range []string{"steady", "slow"} {
-		assert.False(t, seen[p]["open"] || seen[p]["half-open"], "the breaker of healthy %s left closed: seen %v", p, seen[p])
+		assert.False(t, seen[p]["open"] || seen[p]["half-open"], "the breaker of healthy %s opened: seen %v", p, seen[p])
 	}
 	// An open breaker saves upstream calls: fewer calls reached each faulty
 	// provider than the requests of any one kind that routes to it first.
@@ -227,7 +230,7 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 	probes := map[string]string{"down": "via-down", "resetting": "via-reset", "hanging": "via-hang", "stalling": "via-stall"}
 	for _, p := range faulty {
 		require.Equal(t, breakerView{State: "half-open"}, r.waitProbeSlot(p, 3*breakerReset), "the breaker of %s", p)
-		res := r.chat(probes[p], false, 3*time.Second)
+		res := r.chat(probes[p], p == "stalling", 3*time.Second)
 		require.Equal(t, http.StatusOK, res.Status, "probe of %s: %q", p, res.Body)
 		assert.Equal(t, p+"/"+rigModel, res.Target, "the probe goes to the recovered provider")
 		states, err := r.breakerStates()
