@@ -314,6 +314,9 @@ func (b *Breaker) failHalfOpenLocked(k Kind, now time.Time) {
 	if gd == nil {
 		return
 	}
+	if int(k) >= NumKinds {
+		k = KindNone
+	}
 	b.cycles++
 	b.lastFailure, b.kind = now, k
 	gd(errTripped) // reopens, new generation

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"encoding/json"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -165,4 +166,24 @@ func TestParseKind(t *testing.T) {
 	_, err := Kind(9).MarshalText()
 	assert.ErrorIs(t, err, ErrUnknownKind)
 	assert.Equal(t, "kind(9)", Kind(9).String())
+}
+
+// A kind the package does not know is kept as KindNone, so exports stay
+// encodable.
+func TestUnknownKindReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New("p", withHints(DefaultProfile(Local)), nil)
+		b.Report(kindFail(Kind(200)))
+		assert.Equal(t, KindNone, b.Export().LastKind)
+		b.Report(kindFail(Kind(200)))
+		requireState(t, b, Open, 15*time.Second)
+		time.Sleep(15 * time.Second)
+		probe, err := b.AllowReport()
+		require.NoError(t, err)
+		probe(kindFail(Kind(9)))
+		rec := b.Export()
+		assert.Equal(t, KindNone, rec.LastKind)
+		_, err = json.Marshal(rec)
+		assert.NoError(t, err)
+	})
 }

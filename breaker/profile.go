@@ -44,8 +44,9 @@ func ParseClass(s string) (c Class, ok bool) {
 }
 
 // Profile configures one breaker. The zero value means the generic defaults
-// noted beside each field; [Profile.Normalize] fills them in and clamps.
-// [DefaultProfile] gives the built-in profile of each class.
+// noted beside each field; [Profile.Normalize] fills them in and clamps
+// (the per-kind and deduplication fields stay zero, which stands for their
+// defaults). [DefaultProfile] gives the built-in profile of each class.
 type Profile struct {
 	// DegradedAt is the failure count at which a closed breaker reports
 	// Degraded. Default: ceil(0.6·OpenAt); always clamped to [1, OpenAt−1]
