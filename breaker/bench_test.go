@@ -123,3 +123,28 @@ func BenchmarkGateBlockedUntil(b *testing.B) {
 		g.ConnBlockedUntilAt("openai", "c1", now)
 	}
 }
+
+func BenchmarkAllowReportDetailed(b *testing.B) {
+	br := New("p", DefaultProfile(APIKey), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		done, err := br.AllowReport()
+		if err != nil {
+			b.Fatal(err)
+		}
+		done(Report{Outcome: Success, Conn: "c1"})
+	}
+}
+
+// BenchmarkReportDeduplicated is a router recording a failure that the
+// connection window drops.
+func BenchmarkReportDeduplicated(b *testing.B) {
+	br := New("p", DefaultProfile(APIKey), nil)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	br.ReportAt(Report{Outcome: Failure, Conn: "c1"}, now)
+	r := Report{Outcome: Failure, Conn: "c1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		br.ReportAt(r, now)
+	}
+}

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -197,4 +198,51 @@ func TestAllowReportAllocs(t *testing.T) {
 		done(Report{Outcome: Success, Conn: "c1"})
 	})
 	assert.LessOrEqual(t, allocs, 1.0)
+}
+
+// Hammer: goroutines report failures of the same connections at the same
+// instant, directly and through admissions; each connection counts exactly
+// once. Inside a synctest bubble the clock stands still while they run.
+func TestHammerDedup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const workers, conns = 8, 50
+		p := oauth
+		p.OpenAt = 1000
+		s := NewSet(Config{Profiles: map[string]Profile{"p": p}})
+		now := time.Now()
+		var counted [workers]int
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for c := range conns {
+					conn := "c" + strconv.Itoa((c+w)%conns)
+					if w%2 == 0 {
+						if s.ReportAt("p", fail(conn), now) {
+							counted[w]++
+						}
+					} else if dn, err := s.AllowReport("p"); err == nil {
+						dn(fail(conn))
+					}
+				}
+			})
+		}
+		wg.Wait()
+		total := 0
+		for _, n := range counted {
+			total += n
+		}
+		assert.LessOrEqual(t, total, conns)
+		assert.Equal(t, conns, s.Get("p").Status().Failures, "one count per connection")
+	})
+}
+
+func TestDedupCheckDoesNotAllocate(t *testing.T) {
+	b := New("p", oauth, nil)
+	b.ReportAt(netFail("c1"), t0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		b.ReportAt(netFail("c1"), t0.Add(time.Second))
+		b.ReportAt(fail("c1"), t0.Add(time.Second))
+	})
+	assert.Zero(t, allocs)
+	assert.Equal(t, 1, b.Status().Failures)
 }
