@@ -66,7 +66,9 @@
 //
 // The breaker follows the wall clock, because the gobreaker machine it is
 // built on reads [time.Now] itself; tests drive it inside [testing/synctest]
-// bubbles, where time moves only when every goroutine is blocked. A clock
+// bubbles, where time moves only when every goroutine is blocked.
+// [Breaker.ReportAt] and [Set.ReportAt] take the report's time explicitly,
+// for the deduplication windows and the failure time. A clock
 // that steps backwards never shortens or lengthens an open period by more
 // than the step, and never panics.
 //

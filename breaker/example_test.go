@@ -121,11 +121,12 @@ func ExampleSet_Restore() {
 	_, err := set.Allow("openai")
 	var oe *breaker.OpenError
 	if errors.As(err, &oe) {
-		fmt.Println(oe.State, oe.RetryAfterSeconds())
+		// About 30 s of the 60 s open period are left.
+		fmt.Println(oe.State, oe.RetryAfter.Round(10*time.Second))
 	}
 	out, _ := json.Marshal(set.Export()[0].State)
 	fmt.Println(string(out))
 	// Output:
-	// open 30
+	// open 30s
 	// "open"
 }

@@ -187,3 +187,12 @@ func TestUnknownKindReported(t *testing.T) {
 		assert.NoError(t, err)
 	})
 }
+
+// Hints set on a class profile in Settings keep the class's other values.
+func TestSettingsHints(t *testing.T) {
+	p := Settings{OAuth: Profile{Hints: true}}.Profile(OAuth)
+	assert.Equal(t, 8, p.OpenAt)
+	assert.Equal(t, time.Hour, p.OpenDurationFor(KindQuotaExhausted, 0))
+	assert.Equal(t, 8*time.Hour, p.OpenDurationFor(KindQuotaExhausted, 9))
+	assert.Equal(t, time.Minute, Settings{}.Profile(OAuth).OpenDurationFor(KindQuotaExhausted, 0))
+}
