@@ -237,3 +237,92 @@ func FuzzPins(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMemoryStore runs random saves, loads, deletes and listings against a
+// MemoryStore and a plain map, over keys chosen so that several share a
+// slot of the store's shard maps, and checks that both always agree on the
+// live pins.
+func FuzzMemoryStore(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{0x00, 0x08, 0x10, 0x41, 0x49, 0x52, 0x83, 0x8b, 0xc4, 0xcc})
+	f.Add([]byte{0x20, 0x28, 0x30, 0x38, 0x22, 0x2a, 0x06, 0x0e, 0x27})
+	base := skey(7, "openai")
+	keys := []StoreKey{
+		base,
+		collidingKey(base, "claude", 1),
+		collidingKey(base, "openai", 2),
+		collidingKey(base, "o", 3),
+		{Provider: "openai", Session: base.Session},
+		skey(8, "claude"),
+		skey(7, "claude"),
+		collidingKey(skey(8, "claude"), "openai", 4),
+	}
+	keys[4].Session[31] = 9
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		s := NewMemoryStore(0)
+		model := map[StoreKey]Pin{}
+		now := t0
+		live := func(k StoreKey) (Pin, bool) {
+			p, ok := model[k]
+			if ok && !p.Live(now) {
+				delete(model, k)
+				return Pin{}, false
+			}
+			return p, ok
+		}
+		for i, op := range ops {
+			k := keys[op>>3&7]
+			now = now.Add(time.Duration(op>>6) * time.Second)
+			switch op & 7 {
+			case 0, 1, 2:
+				p := Pin{Connection: string(rune('A' + i%4)), Created: now, LastUsed: now, Expires: now.Add(time.Duration(1+op&3) * time.Second)}
+				if err := s.Save(k, p, now); err != nil {
+					t.Fatal(err)
+				}
+				model[k] = p
+			case 3, 4:
+				got, ok, err := s.Load(k, now)
+				want, wok := live(k)
+				if err != nil || ok != wok || got != want {
+					t.Fatalf("Load(%v) = %+v, %v, %v; want %+v, %v", k, got, ok, err, want, wok)
+				}
+			case 5:
+				// A dead pin the store has not removed yet may count as
+				// deleted; a live one must.
+				ok, _ := s.Delete(k)
+				_, wok := live(k)
+				delete(model, k)
+				if wok && !ok {
+					t.Fatalf("Delete(%v) missed a live pin", k)
+				}
+			case 6:
+				conn := string(rune('A' + i%4))
+				ok, _ := s.DeleteIf(k, conn)
+				if p, wok := live(k); wok && p.Connection == conn {
+					delete(model, k)
+					if !ok {
+						t.Fatalf("DeleteIf(%v, %q) kept a matching live pin", k, conn)
+					}
+				} else if ok && wok {
+					t.Fatalf("DeleteIf(%v, %q) removed a pin to %q", k, conn, p.Connection)
+				}
+			default:
+				list, _ := s.List(now)
+				var want []Entry
+				for k := range model {
+					if p, ok := live(k); ok {
+						want = append(want, Entry{k, p})
+					}
+				}
+				if len(list) != len(want) {
+					t.Fatalf("List has %d pins, want %d", len(list), len(want))
+				}
+				for _, e := range list {
+					if p, ok := model[e.Key]; !ok || p != e.Pin {
+						t.Fatalf("listed %+v, want %+v", e, p)
+					}
+				}
+			}
+		}
+	})
+}

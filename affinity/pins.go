@@ -2,7 +2,6 @@ package affinity
 
 import (
 	"encoding/hex"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -132,6 +131,7 @@ type Config struct {
 type Pins struct {
 	settings atomic.Pointer[Settings]
 	store    Store
+	mem      *MemoryStore // store, when it is a MemoryStore
 	usage    usageTable
 	onChange func(Change)
 	onError  func(error)
@@ -143,6 +143,7 @@ func New(cfg Config) *Pins {
 	if p.store == nil {
 		p.store = NewMemoryStore(cfg.MaxPins)
 	}
+	p.mem, _ = p.store.(*MemoryStore)
 	p.SetSettings(cfg.Settings)
 	p.usage.init(cfg.MaxConnections)
 	return p
@@ -419,6 +420,11 @@ func (p *Pins) SnapshotAt(now time.Time) Snapshot {
 }
 
 func (p *Pins) load(sk StoreKey, now time.Time) (Pin, bool) {
+	if p.mem != nil {
+		var pin Pin
+		ok := p.mem.load(&sk, now, &pin)
+		return pin, ok
+	}
 	pin, ok, err := p.store.Load(sk, now)
 	if err != nil {
 		p.fail(err)
@@ -472,10 +478,18 @@ const slideStep = time.Second
 func (p *Pins) touch(sk StoreKey, pin Pin, now time.Time, ttl time.Duration) {
 	// How far a slide would move the last use and the expiry.
 	step := min(slideStep, ttl/16)
-	if now.Sub(pin.LastUsed) >= step || now.Sub(pin.Expires)+ttl >= step {
+	if since(now, pin.LastUsed) >= step || since(now, pin.Expires)+ttl >= step {
 		p.save(sk, slide(pin, now, ttl), now)
 	}
 	p.usage.record(pin.Connection, now, false)
+}
+
+// since returns t − u by the wall clock, saturated at ±2³² seconds. It is
+// a cheaper time.Time.Sub for deciding whether a pin needs writing.
+func since(t, u time.Time) time.Duration {
+	const limit = 1 << 32
+	s := min(max(t.Unix()-u.Unix(), -limit), limit)
+	return time.Duration(s)*time.Second + time.Duration(t.Nanosecond()-u.Nanosecond())
 }
 
 // slide extends a live pin's expiry to now + ttl. Time going backwards
@@ -540,11 +554,13 @@ type usage struct {
 	uses int
 }
 
-const usageShards = 16
+const (
+	usageShardBits = 4
+	usageShards    = 1 << usageShardBits
+)
 
 // usageTable tracks connection use in bounded, sharded maps.
 type usageTable struct {
-	seed     maphash.Seed
 	perShard int
 	shards   [usageShards]usageShard
 }
@@ -558,12 +574,13 @@ func (t *usageTable) init(maxConns int) {
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConnections
 	}
-	t.seed = maphash.MakeSeed()
 	t.perShard = (maxConns + usageShards - 1) / usageShards
 }
 
 func (t *usageTable) shard(conn string) *usageShard {
-	return &t.shards[maphash.String(t.seed, conn)%usageShards]
+	// Any spread will do here: the shard only divides lock traffic, and
+	// the map within it has a seeded hash of its own.
+	return &t.shards[strMix(conn)>>(64-usageShardBits)]
 }
 
 func (t *usageTable) get(conn string) (usage, bool) {

@@ -1,11 +1,13 @@
 package affinity
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // A StoreKey names one pin: a provider and the digest of a session [Key].
@@ -87,8 +89,127 @@ type MemoryStore struct {
 
 type memShard struct {
 	mu     sync.Mutex
-	m      map[StoreKey]Pin // lazily initialised
-	writes int              // writes since the last sweep
+	m      map[uint64]memPin // by slot(key); lazily initialised
+	spill  map[StoreKey]Pin  // pins whose slot is taken by another key; lazily initialised
+	writes int               // writes since the last sweep
+}
+
+// memPin is a pin in memShard.m with the part of its key that the slot does
+// not give back: the map key is a uint64, which hashes and compares faster
+// than a StoreKey, and memPin stays small enough to be stored inline.
+type memPin struct {
+	provider string
+	rest     [24]byte // Session[8:]
+	pin      Pin
+}
+
+// slot returns the memShard.m key of key: the first 8 bytes of its session
+// digest, which are uniformly distributed, mixed with the provider so that
+// one session pinned for several providers takes several slots. Keys that
+// share a slot are told apart by memPin and spill over into memShard.spill.
+func slot(key StoreKey) uint64 {
+	return binary.LittleEndian.Uint64(key.Session[:8]) ^ strMix(key.Provider)
+}
+
+// strMix folds a string into 64 bits: its length and its first and last
+// (up to) 8 bytes, each multiplied by an odd constant. Its high bits depend
+// on every byte of strings up to 16 bytes long.
+func strMix(p string) uint64 {
+	var head, tail uint64
+	if b := unsafe.Slice(unsafe.StringData(p), len(p)); len(b) >= 8 {
+		head = binary.LittleEndian.Uint64(b)
+		tail = binary.LittleEndian.Uint64(b[len(b)-8:])
+	} else {
+		for i, c := range b {
+			head |= uint64(c) << (8 * i)
+		}
+	}
+	return (head*0x9E3779B97F4A7C15 ^ tail*0xC2B2AE3D27D4EB4F) + uint64(len(p))
+}
+
+func (e *memPin) is(key StoreKey) bool {
+	return e.provider == key.Provider && e.rest == [24]byte(key.Session[8:])
+}
+
+// getInto copies the pin under key to *out and reports whether there was
+// one.
+func (sh *memShard) getInto(key *StoreKey, out *Pin) bool {
+	if e, ok := sh.m[slot(*key)]; ok && e.is(*key) {
+		*out = e.pin
+		return true
+	}
+	if len(sh.spill) > 0 {
+		p, ok := sh.spill[*key]
+		*out = p
+		return ok
+	}
+	return false
+}
+
+func (sh *memShard) get(key StoreKey) (Pin, bool) {
+	if e, ok := sh.m[slot(key)]; ok && e.is(key) {
+		return e.pin, true
+	}
+	if len(sh.spill) > 0 {
+		p, ok := sh.spill[key]
+		return p, ok
+	}
+	return Pin{}, false
+}
+
+func (sh *memShard) put(key StoreKey, pin Pin) {
+	h := slot(key)
+	e, ok := sh.m[h]
+	switch {
+	case ok && e.is(key):
+		e.pin = pin
+		sh.m[h] = e
+		return
+	case len(sh.spill) > 0:
+		if _, ok := sh.spill[key]; ok {
+			sh.spill[key] = pin
+			return
+		}
+	}
+	if !ok {
+		if sh.m == nil {
+			sh.m = make(map[uint64]memPin)
+		}
+		sh.m[h] = memPin{provider: key.Provider, rest: [24]byte(key.Session[8:]), pin: pin}
+		return
+	}
+	if sh.spill == nil {
+		sh.spill = make(map[StoreKey]Pin)
+	}
+	sh.spill[key] = pin
+}
+
+func (sh *memShard) del(key StoreKey) bool {
+	h := slot(key)
+	if e, ok := sh.m[h]; ok && e.is(key) {
+		delete(sh.m, h)
+		return true
+	}
+	if _, ok := sh.spill[key]; ok {
+		delete(sh.spill, key)
+		return true
+	}
+	return false
+}
+
+func (sh *memShard) len() int { return len(sh.m) + len(sh.spill) }
+
+// each calls fn with every stored pin; fn may delete the pin it is given.
+func (sh *memShard) each(fn func(StoreKey, Pin)) {
+	for h, e := range sh.m {
+		k := StoreKey{Provider: e.provider}
+		binary.LittleEndian.PutUint64(k.Session[:8], h^strMix(e.provider))
+		copy(k.Session[8:], e.rest[:])
+		fn(k, e.pin)
+	}
+	for k, p := range sh.spill {
+		fn(k, p)
+	}
 }
 
 // NewMemoryStore returns a MemoryStore holding at most maxPins pins,
@@ -114,18 +235,23 @@ func (s *MemoryStore) shard(key StoreKey) *memShard {
 
 // Load implements [Store]. A dead pin is deleted and reported as absent.
 func (s *MemoryStore) Load(key StoreKey, now time.Time) (Pin, bool, error) {
-	sh := s.shard(key)
+	var p Pin
+	ok := s.load(&key, now, &p)
+	return p, ok, nil
+}
+
+// load is Load for [Pins], with fewer copies: the live pin under key is
+// written to *out.
+func (s *MemoryStore) load(key *StoreKey, now time.Time, out *Pin) bool {
+	sh := s.shard(*key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	p, ok := sh.m[key]
-	if !ok {
-		return Pin{}, false, nil
+	ok := sh.getInto(key, out)
+	if ok && !out.Live(now) {
+		sh.del(*key)
+		*out, ok = Pin{}, false
 	}
-	if !p.Live(now) {
-		delete(sh.m, key)
-		return Pin{}, false, nil
-	}
-	return p, true, nil
+	sh.mu.Unlock()
+	return ok
 }
 
 // Save implements [Store]. It never fails.
@@ -133,33 +259,30 @@ func (s *MemoryStore) Save(key StoreKey, pin Pin, now time.Time) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.m == nil {
-		sh.m = make(map[StoreKey]Pin)
-	}
-	if _, ok := sh.m[key]; !ok {
+	if _, ok := sh.get(key); !ok {
 		sh.writes++
 		if sh.writes >= max(s.perShard/2, 16) {
 			sh.sweep(now)
 		}
-		if len(sh.m) >= s.perShard {
+		if sh.len() >= s.perShard {
 			sh.sweep(now)
-			if len(sh.m) >= s.perShard {
+			if sh.len() >= s.perShard {
 				sh.evictSoonest()
 			}
 		}
 	}
-	sh.m[key] = pin
+	sh.put(key, pin)
 	return nil
 }
 
 // sweep removes dead pins. The shard's lock must be held.
 func (sh *memShard) sweep(now time.Time) {
 	sh.writes = 0
-	for k, p := range sh.m {
+	sh.each(func(k StoreKey, p Pin) {
 		if !p.Live(now) {
-			delete(sh.m, k)
+			sh.del(k)
 		}
-	}
+	})
 }
 
 // evictSoonest removes the pin that expires first. The shard's lock must be
@@ -170,13 +293,13 @@ func (sh *memShard) evictSoonest() {
 		at     time.Time
 		found  bool
 	)
-	for k, p := range sh.m {
+	sh.each(func(k StoreKey, p Pin) {
 		if !found || p.Expires.Before(at) {
 			victim, at, found = k, p.Expires, true
 		}
-	}
+	})
 	if found {
-		delete(sh.m, victim)
+		sh.del(victim)
 	}
 }
 
@@ -185,9 +308,7 @@ func (s *MemoryStore) Delete(key StoreKey) (bool, error) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, ok := sh.m[key]
-	delete(sh.m, key)
-	return ok, nil
+	return sh.del(key), nil
 }
 
 // DeleteIf implements [Store]. It never fails.
@@ -195,12 +316,11 @@ func (s *MemoryStore) DeleteIf(key StoreKey, connection string) (bool, error) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	p, ok := sh.m[key]
+	p, ok := sh.get(key)
 	if !ok || p.Connection != connection {
 		return false, nil
 	}
-	delete(sh.m, key)
-	return true, nil
+	return sh.del(key), nil
 }
 
 // List implements [Store]. Entries are sorted by provider, then by expiry.
@@ -211,11 +331,11 @@ func (s *MemoryStore) List(now time.Time) ([]Entry, error) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, p := range sh.m {
+		sh.each(func(k StoreKey, p Pin) {
 			if p.Live(now) {
 				out = append(out, Entry{Key: k, Pin: p})
 			}
-		}
+		})
 		sh.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
@@ -233,7 +353,7 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.len()
 		sh.mu.Unlock()
 	}
 	return n

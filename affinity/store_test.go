@@ -1,6 +1,7 @@
 package affinity
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -100,4 +101,78 @@ func TestPinLive(t *testing.T) {
 	assert.False(t, Pin{Expires: t0.Add(time.Hour)}.Live(t0), "no connection")
 	assert.True(t, Pin{Connection: "A", Expires: t0.Add(time.Nanosecond)}.Live(t0))
 	assert.False(t, Pin{Connection: "A", Expires: t0}.Live(t0))
+}
+
+// collidingKey returns a key for provider whose slot in a MemoryStore shard
+// is the slot of k.
+func collidingKey(k StoreKey, provider string, last byte) StoreKey {
+	c := StoreKey{Provider: provider, Session: k.Session}
+	c.Session[31] = last
+	binary.LittleEndian.PutUint64(c.Session[:8], slot(k)^strMix(provider))
+	return c
+}
+
+// Keys that share a slot are kept apart, whichever of them is written,
+// deleted or swept first.
+func TestMemoryStoreSlotCollisions(t *testing.T) {
+	s := NewMemoryStore(0)
+	a := skey(3, "openai")
+	b := collidingKey(a, "claude", 1)
+	c := collidingKey(a, "openai", 2)
+	require.Equal(t, slot(a), slot(b))
+	require.Equal(t, slot(a), slot(c))
+	require.Equal(t, a.Session[0], c.Session[0], "same shard")
+	pa := Pin{Connection: "A", Expires: t0.Add(time.Minute)}
+	pb := Pin{Connection: "B", Expires: t0.Add(2 * time.Minute)}
+	pc := Pin{Connection: "C", Expires: t0.Add(3 * time.Minute)}
+	for _, kp := range []struct {
+		k StoreKey
+		p Pin
+	}{{a, pa}, {b, pb}, {c, pc}} {
+		require.NoError(t, s.Save(kp.k, kp.p, t0))
+	}
+	load := func(k StoreKey, now time.Time) (string, bool) {
+		p, ok, err := s.Load(k, now)
+		require.NoError(t, err)
+		return p.Connection, ok
+	}
+	for k, want := range map[StoreKey]string{a: "A", b: "B", c: "C"} {
+		got, ok := load(k, t0)
+		assert.True(t, ok)
+		assert.Equal(t, want, got)
+	}
+	assert.Equal(t, 3, s.Len())
+	l, _ := s.List(t0)
+	require.Len(t, l, 3)
+	assert.ElementsMatch(t, []Entry{{b, pb}, {a, pa}, {c, pc}}, l, "listed keys are rebuilt exactly")
+
+	// Overwrite a spilled key, then delete the key holding the slot.
+	pc2 := Pin{Connection: "C2", Expires: t0.Add(time.Hour)}
+	require.NoError(t, s.Save(c, pc2, t0))
+	assert.Equal(t, 3, s.Len())
+	ok, _ := s.Delete(a)
+	assert.True(t, ok)
+	_, ok = load(a, t0)
+	assert.False(t, ok)
+	got, ok := load(c, t0)
+	assert.True(t, ok)
+	assert.Equal(t, "C2", got)
+
+	// A new key takes the free slot; the spilled ones stay reachable.
+	require.NoError(t, s.Save(a, pa, t0))
+	for k, want := range map[StoreKey]string{a: "A", b: "B", c: "C2"} {
+		got, ok := load(k, t0)
+		assert.True(t, ok)
+		assert.Equal(t, want, got)
+	}
+	assert.Equal(t, 3, s.Len())
+
+	// Expiry removes each on its own.
+	_, ok = load(b, t0.Add(2*time.Minute))
+	assert.False(t, ok)
+	ok, _ = s.DeleteIf(c, "C")
+	assert.False(t, ok)
+	ok, _ = s.DeleteIf(c, "C2")
+	assert.True(t, ok)
+	assert.Equal(t, 1, s.Len())
 }
