@@ -89,12 +89,14 @@ type TerminalError struct {
 
 // terminalError builds the answer for an empty pool, or nil when there is
 // nothing to explain (an empty combo).
-func terminalError(combo string, pool, attempted int, excl []Exclusion) *TerminalError {
-	e := &TerminalError{Combo: combo, PoolSize: pool, Attempted: attempted,
-		Excluded: append([]Exclusion(nil), excl...)}
+func terminalError(combo string, pool, attempted int, excl ...[]Exclusion) *TerminalError {
+	e := &TerminalError{Combo: combo, PoolSize: pool, Attempted: attempted}
+	for _, l := range excl {
+		e.Excluded = append(e.Excluded, l...)
+	}
 	timed := false
 	var earliest time.Duration
-	for _, x := range excl {
+	for _, x := range e.Excluded {
 		if x.Reason.timed() {
 			timed = true
 		}

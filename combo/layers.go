@@ -504,7 +504,12 @@ const maxHold = 256 << 10
 // watchdog abort, an error event inside the 200 stream or an early end is a
 // failure the router may retry on the next target.
 func (r *Router) commitStream(t *Target, h *handle, st *reqState, resp *http.Response, stopTimer func()) ([]byte, io.ReadCloser, *failure) {
-	body := watchdog.WrapAt(resp.Body, r.cfg.Watchdog, watchdog.Options{}, r.now())
+	// The router holds everything before the first useful output anyway;
+	// holding heartbeats also makes the watchdog parse events whatever its
+	// guards, so that the first useful output is seen.
+	cfg := r.cfg.Watchdog
+	cfg.HoldHeartbeats = true
+	body := watchdog.WrapAt(resp.Body, cfg, watchdog.Options{}, r.now())
 	obs := body.Observer()
 	var held bytes.Buffer
 	buf := make([]byte, 4096)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -128,9 +129,13 @@ type reqState struct {
 	all      []*Target
 	eligible []*Target
 	excluded []Exclusion
-	tried    []targetKey
-	exh      exhaustion
-	pick     Pick
+	// skipped are the tried targets that a layer refused at dispatch; screen
+	// passes over tried targets, so their exclusions are kept here for the
+	// terminal answer.
+	skipped []Exclusion
+	tried   []targetKey
+	exh     exhaustion
+	pick    Pick
 	// memo and breakers: during screen, each provider's breaker is read
 	// once.
 	memo     bool
@@ -170,7 +175,8 @@ func (r *Router) putState(st *reqState) {
 	clear(st.all)
 	clear(st.eligible)
 	clear(st.excluded)
-	st.all, st.eligible, st.excluded = st.all[:0], st.eligible[:0], st.excluded[:0]
+	clear(st.skipped)
+	st.all, st.eligible, st.excluded, st.skipped = st.all[:0], st.eligible[:0], st.excluded[:0], st.skipped[:0]
 	st.tried = st.tried[:0]
 	st.exh.reset()
 	st.pick = Pick{}
@@ -288,13 +294,15 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 				waits++
 				waitLeft -= d
 				st.tried = st.tried[:0]
+				clear(st.skipped)
+				st.skipped = st.skipped[:0]
 				continue
 			}
 			if last != nil {
 				last.Attempts = res.Attempts
 				return res, &last.UpstreamError
 			}
-			return res, terminalError(c.Name, len(c.Targets), attempted, st.excluded)
+			return res, terminalError(c.Name, len(c.Targets), attempted, st.excluded, st.skipped)
 		}
 		r.order(strat, &req, st, now)
 
@@ -305,6 +313,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			st.tried = append(st.tried, keyOf(t))
 			var x Exclusion
 			if r.exclusion(t, &req, st, r.now(), &x) {
+				st.skipped = append(st.skipped, x)
 				res.Attempts = append(res.Attempts, Attempt{Target: *t, Outcome: OutcomeSkipped,
 					Reason: x.Reason, Code: x.Detail, Start: r.now()})
 				continue
@@ -336,7 +345,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 				last.Attempts = res.Attempts
 				return res, &last.UpstreamError
 			}
-			return res, terminalError(c.Name, len(c.Targets), attempted, st.excluded)
+			return res, terminalError(c.Name, len(c.Targets), attempted, st.excluded, st.skipped)
 		}
 		// Every eligible target was tried once; loop to screen again, which
 		// either finds nothing left (and may wait) or a target freed since.
@@ -373,7 +382,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, req *Request, set Setti
 		return nil, nil, err
 	}
 	if skip != nil {
-		st.excluded = append(st.excluded, *skip)
+		st.skipped = append(st.skipped, *skip)
 		r.record(res, Attempt{Target: *t, Outcome: OutcomeSkipped, Reason: skip.Reason, Code: skip.Detail, Start: start})
 		return nil, nil, nil
 	}
@@ -384,8 +393,8 @@ func (r *Router) attempt(ctx context.Context, t *Target, req *Request, set Setti
 	// The per-target timeout bounds the attempt up to its commit: the whole
 	// of a plain answer, and a stream until its first useful output.
 	actx, cancel := context.WithCancel(ctx)
-	timedOut := false
-	timer := time.AfterFunc(set.TargetTimeout, func() { timedOut = true; cancel() })
+	var timedOut atomic.Bool // set by the timer's goroutine
+	timer := time.AfterFunc(set.TargetTimeout, func() { timedOut.Store(true); cancel() })
 	stopTimer := func() { timer.Stop() }
 	failed := func(f *failure, e error) (*http.Response, *failure, error) {
 		timer.Stop()
@@ -432,7 +441,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, req *Request, set Setti
 	if isEventStream(resp) {
 		prefix, body, f := r.commitStream(t, h, st, resp, stopTimer)
 		if f != nil {
-			if timedOut {
+			if timedOut.Load() {
 				r.evictPin(req, t)
 			}
 			return failed(f, f.Err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -589,3 +590,90 @@ func TestTransportRoutesPlainHTTPCalls(t *testing.T) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A target refused at dispatch (here: a half-open breaker whose one probe is
+// still out) is a timed exclusion of the terminal answer, not a missing one.
+func TestHalfOpenProbeInFlightAnswersCoolingDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.cfg.Breakers = breaker.NewSet(breaker.Config{
+			Profiles: map[string]breaker.Profile{"openai": {OpenAt: 1, Reset: time.Second}}})
+		f.cfg.Cooldowns, f.cfg.Lockouts = nil, nil
+		f.rebuild()
+		f.up["openai"].Script("", combotest.Error(503, "unavailable"), combotest.Hang())
+		c := &combo.Combo{Name: "solo", Targets: []combo.Target{target("openai", "k1", "m")}}
+
+		_, err := f.do(t, c)
+		require.ErrorIs(t, err, combo.ErrUpstream)
+		time.Sleep(time.Second) // open → half-open
+
+		ctx, cancel := context.WithCancel(context.Background())
+		probe := make(chan error, 1)
+		go func() {
+			_, err := f.router.Do(ctx, combo.Request{Combo: c}, f.send)
+			probe <- err
+		}()
+		synctest.Wait() // the probe hangs upstream
+
+		res, err := f.do(t, c)
+		var te *combo.TerminalError
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, combo.TerminalAllCoolingDown, te.Code)
+		assert.Equal(t, 503, te.Status)
+		require.Len(t, te.Excluded, 1)
+		assert.Equal(t, combo.ReasonCircuitOpen, te.Excluded[0].Reason)
+		assert.Equal(t, []string{"openai/k1/m:skipped:circuit_open"}, outcomes(res))
+		assert.Equal(t, 2, f.up["openai"].Total(), "the refused request made no upstream call")
+
+		cancel()
+		assert.ErrorIs(t, <-probe, context.Canceled)
+	})
+}
+
+// The per-target timer and the stream watchdog may end one attempt at the
+// same instant; the router must not race on which of them did.
+func TestTargetTimeoutAndWatchdogAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "slow", "fast")
+		f.cfg.Watchdog = watchdog.Config{IdleTimeout: 100 * time.Millisecond}
+		f.rebuild()
+		f.up["slow"].Script("", combotest.Reply{Status: 200, Stream: &combotest.Stream{Events: []combotest.Event{combotest.Heartbeat()}, HangAfter: true}})
+		f.up["fast"].Script("", combotest.TextStream(0, "hel", "lo"))
+		c := &combo.Combo{Name: "s", Settings: combo.Settings{TargetTimeout: 100 * time.Millisecond},
+			Targets: []combo.Target{target("slow", "s1", "m"), target("fast", "f1", "m")}}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				res, err := f.do(t, c)
+				if assert.NoError(t, err) {
+					assert.Equal(t, "fast", res.Target.Provider)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// With no watchdog guard configured, a stream is still handed over at its
+// first useful output, not held until it ends.
+func TestStreamCommitsAtFirstTextWithoutGuards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a")
+		f.up["a"].Script("", combotest.Reply{Status: 200, Stream: &combotest.Stream{
+			Events: []combotest.Event{combotest.Heartbeat(), combotest.ChatDelta("Hello")}, HangAfter: true}})
+		c := &combo.Combo{Name: "s", Targets: []combo.Target{target("a", "a1", "m")}}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		start := time.Now()
+		res, err := f.router.Do(ctx, combo.Request{Combo: c}, f.send)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "handed over at once, while the upstream still streams")
+		buf := make([]byte, 512)
+		n, err := res.Response.Body.Read(buf)
+		require.NoError(t, err)
+		assert.Contains(t, string(buf[:n]), "Hello")
+		cancel()
+		_, _ = io.Copy(io.Discard, res.Response.Body)
+		res.Response.Body.Close()
+	})
+}
