@@ -2,6 +2,7 @@ package lockout
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
 	"strings"
 	"sync"
@@ -259,12 +260,21 @@ func (l *Lockout) canonical(provider string) string {
 }
 
 func (l *Lockout) family(provider, model string) string {
-	for i := range l.families {
-		if l.families[i].provider == provider {
-			return l.families[i].fn(model)
-		}
+	if fn := l.familyFunc(provider); fn != nil {
+		return fn(model)
 	}
 	return model
+}
+
+// familyFunc returns provider's quota-family function, or nil when its
+// models are their own families.
+func (l *Lockout) familyFunc(provider string) FamilyFunc {
+	for i := range l.families {
+		if l.families[i].provider == provider {
+			return l.families[i].fn
+		}
+	}
+	return nil
 }
 
 func (l *Lockout) shard(hc uint64) *shard {
@@ -333,12 +343,19 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 		return time.Time{}, "", false // nothing is tracked near this connection
 	}
 	provider = l.canonical(provider)
-	exactForm := isExactForm(model)
+	// exactKeys: model may have an exact key of its own; exactForm: that
+	// key's name is model itself.
+	exactKeys := sh.exact.Load() > 0
+	exactForm := exactKeys && isExactForm(model)
 
 	// One probe finds the model key and, when the model is already in exact
 	// form, the exact key too: both have the same hash.
 	var best *lockView
 	h := keyHash(hc, strhash(model))
+	matches, most := 0, 1
+	if exactForm {
+		most = 2
+	}
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		e := t.slots[i].Load()
 		if e == nil {
@@ -349,14 +366,19 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 			if v := e.view.Load(); v != nil && !now.After(v.until) && (best == nil || v.until.After(best.until)) {
 				best = v
 			}
+			if matches++; matches == most {
+				break
+			}
 		}
 	}
-	if fam := l.family(provider, model); fam != model {
-		if e := t.find(keyHash(hc, strhash(fam)), key{provider, connection, fam, false}); e != nil {
-			best = later(best, e.view.Load(), now)
+	if fn := l.familyFunc(provider); fn != nil {
+		if fam := fn(model); fam != model {
+			if e := t.find(keyHash(hc, strhash(fam)), key{provider, connection, fam, false}); e != nil {
+				best = later(best, e.view.Load(), now)
+			}
 		}
 	}
-	if !exactForm && sh.exact.Load() > 0 {
+	if exactKeys && !exactForm {
 		best = later(best, lockedExact(t, hc, provider, connection, model), now)
 	}
 	if best == nil {
@@ -366,18 +388,56 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 }
 
 // isExactForm reports whether model is ASCII and already trimmed and
-// lower-case, so that it is its own exact key. It may report false for
-// some models in exact form; those take the longer way.
+// lower-case, so that it is its own exact key. It reports false for
+// non-ASCII models, which take the longer way.
 func isExactForm(model string) bool {
-	if model == "" || model[0] <= ' ' || model[len(model)-1] <= ' ' {
+	n := len(model)
+	if n == 0 || asciiSpace(model[0]) || asciiSpace(model[n-1]) {
 		return false
 	}
-	for i := 0; i < len(model); i++ {
-		if c := model[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+	b := unsafe.Slice(unsafe.StringData(model), n)
+	if n < 8 {
+		for _, c := range b {
+			if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+				return false
+			}
+		}
+		return true
+	}
+	// Eight bytes at a time; the last word may overlap the one before.
+	for i := 0; ; i += 8 {
+		if i > n-8 {
+			i = n - 8
+		}
+		if !lowerASCII8(binary.LittleEndian.Uint64(b[i:])) {
 			return false
 		}
+		if i == n-8 {
+			return true
+		}
 	}
-	return true
+}
+
+// asciiSpace reports whether c is ASCII white space as strings.TrimSpace
+// sees it.
+func asciiSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
+
+// lowerASCII8 reports whether the eight bytes of w are ASCII and none is an
+// upper-case letter.
+func lowerASCII8(w uint64) bool {
+	const (
+		high = 0x8080808080808080
+		ones = 0x0101010101010101
+	)
+	if w&high != 0 {
+		return false
+	}
+	// With every byte below 0x80, adding to each byte carries into its own
+	// high bit only: byte+0x3F ≥ 0x80 when byte ≥ 'A', byte+0x25 ≥ 0x80
+	// when byte > 'Z'.
+	geA := (w + 0x3F*ones) & high
+	gtZ := (w + 0x25*ones) & high
+	return geA&^gtZ == 0
 }
 
 // lockedExact returns the lock view of model's exact key in t.

@@ -127,3 +127,38 @@ func TestStrhashSpread(t *testing.T) {
 		}
 	}
 }
+
+func checkExactForm(t *testing.T, s string) {
+	t.Helper()
+	var buf [maxStackModel]byte
+	same := s != "" && exactName(s, &buf) == s
+	got := isExactForm(s)
+	if got && !same {
+		t.Fatalf("isExactForm(%q) = true, but its exact name is %q", s, exactName(s, &buf))
+	}
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		ascii = ascii && s[i] < 0x80
+	}
+	if ascii && got != same {
+		t.Fatalf("isExactForm(%q) = %v, want %v", s, got, same)
+	}
+}
+
+func TestIsExactForm(t *testing.T) {
+	for _, s := range []string{
+		"", "a", "A", " a", "a ", "\ta", "gpt-4o", "GPT-4o", "gpt-4O", "model-5",
+		"claude-sonnet-4-5-20250929", "claude-sonnet-4-5-2025092Z", "Claude-sonnet-4-5-20250929",
+		"abcdefgh", "abcdefgH", "Abcdefgh", "abcdefghi", "abcdefghI", "@[`{", "a@b[c`d{e",
+		"modèle", "gpt-4o\u00a0", "ÀB", "az09-_.:/@[]`{}~", "12345678901234567",
+	} {
+		checkExactForm(t, s)
+	}
+}
+
+func FuzzIsExactForm(f *testing.F) {
+	f.Add("gpt-4o")
+	f.Add(" GPT-4o ")
+	f.Add("a-long-model-name-with-Upper")
+	f.Fuzz(checkExactForm)
+}
