@@ -133,7 +133,11 @@ func autoScore(t *Target, s *Stats, lo, hi float64, withRoom bool, room float64)
 	}
 	latency := 0.25
 	if s.AvgLatency > 0 {
-		latency = min(1, 1/math.Log10(float64(s.AvgLatency)/1e6+10))
+		// The average is over 0 ms, so the logarithm is over 1: capping at 1
+		// guards only against rounding.
+		if latency = 1 / math.Log10(float64(s.AvgLatency)/1e6+10); latency > 1 {
+			latency = 1
+		}
 	}
 	cost := 0.5
 	if t.PriceKnown && !math.IsNaN(t.Price) {

@@ -82,7 +82,9 @@ func (q *Quota) headroom() float64 {
 		used = 1 - q.Session.remaining()
 	}
 	if q.Weekly.known() {
-		used = max(used, 1-q.Weekly.remaining())
+		if u := 1 - q.Weekly.remaining(); u > used { // both in 0..1
+			used = u
+		}
 	}
 	return 1 - used
 }

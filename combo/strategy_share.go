@@ -108,7 +108,9 @@ func (s *QuotaShare) Order(p *Pick) {
 			}
 		}
 	}
-	sortKeyed(ts, ks) // stable: each class keeps its declared order
+	if room < n {
+		sortKeyed(ts, ks) // stable: each class keeps its declared order
+	}
 	if room < 2 {
 		return
 	}
@@ -124,27 +126,30 @@ func (s *QuotaShare) Order(p *Pick) {
 }
 
 // round runs one DRR round over the targets with room and returns the
-// index of the winner.
+// index of the winner. It overwrites the keys of room (their class) with
+// the targets' weights.
 func (s *QuotaShare) round(name string, room []keyed) int {
 	total := 0.0
-	for _, k := range room {
-		total += targetWeight(k.t)
+	for i := range room {
+		w := targetWeight(room[i].t)
+		room[i].key = w
+		total += w
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	st := s.drr.get(name, maxQuotaShareCombos)
 	if len(st.entries) > max(maxDeficits, 2*len(room)) {
 		st.entries = st.entries[:0]
 	}
 	win, winEntry := -1, -1
-	for i, k := range room {
-		e := st.find(k.t, i)
-		st.entries[e].d += targetWeight(k.t) / total
+	for i := range room {
+		e := st.find(room[i].t, i)
+		st.entries[e].d += room[i].key / total
 		if win < 0 || st.entries[e].d > st.entries[winEntry].d+deficitTie {
 			win, winEntry = i, e
 		}
 	}
 	st.entries[winEntry].d--
+	s.mu.Unlock()
 	return win
 }
 
