@@ -140,14 +140,19 @@ func (r *Router) breakerState(provider string) BreakerState {
 // handle is what one attempt holds: the breaker's report function, the
 // admission slot and the lease holder to fence with.
 type handle struct {
-	done    func(breaker.Outcome)
+	done    func(breaker.Report)
 	release func()
 }
 
 // report tells the breaker the outcome, once.
 func (h *handle) report(o breaker.Outcome) {
+	h.reportDetail(breaker.Report{Outcome: o})
+}
+
+// reportDetail tells the breaker the outcome with its detail, once.
+func (h *handle) reportDetail(r breaker.Report) {
 	if h.done != nil {
-		h.done(o)
+		h.done(r)
 		h.done = nil
 	}
 }
@@ -193,7 +198,7 @@ func (r *Router) begin(ctx context.Context, t *Target, req *Request) (*handle, *
 		}
 	}
 	if b := r.cfg.Breakers; b != nil {
-		done, err := b.Allow(t.Provider)
+		done, err := b.AllowReport(t.Provider)
 		if err != nil {
 			var oe *breaker.OpenError
 			wait := time.Duration(0)
@@ -302,7 +307,8 @@ func (r *Router) failWith(t *Target, h *handle, st *reqState, v restate.Verdict,
 	if v.SkipProviderBreaker || breakerOpen {
 		outcome = breaker.Ignored
 	}
-	h.report(outcome)
+	h.reportDetail(breaker.Report{Outcome: outcome, Kind: breakerKind(v), Conn: t.Connection,
+		Network: v.Kind == restate.KindNetwork})
 	h.releaseSlot()
 	if g := r.cfg.Gate; g != nil && outcome == breaker.Failure {
 		g.RecordFailureAt(t.Provider, t.Connection, now)
@@ -343,6 +349,19 @@ func (r *Router) failWith(t *Target, h *handle, st *reqState, v restate.Verdict,
 	return f
 }
 
+// breakerKind is the breaker's kind of a failure: it chooses the open time
+// when the breaker's profile has per-kind hints on.
+func breakerKind(v restate.Verdict) breaker.Kind {
+	switch v.Reason {
+	case restate.ReasonRateLimit:
+		return breaker.KindRateLimit
+	case restate.ReasonQuotaExhausted:
+		return breaker.KindQuotaExhausted
+	}
+	return breaker.KindTransient
+}
+
+// cooldownFailure translates a verdict for the connection cooldown tracker.
 func cooldownFailure(v restate.Verdict, text string) cooldown.Failure {
 	f := cooldown.Failure{
 		Status:           v.Status,

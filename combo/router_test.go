@@ -677,3 +677,35 @@ func TestStreamCommitsAtFirstTextWithoutGuards(t *testing.T) {
 		res.Response.Body.Close()
 	})
 }
+
+// The router reports each failure with its connection: one connection's
+// failures within 5 s count once, so a single bad key cannot open its
+// provider's breaker alone in a burst; failures of several keys do.
+func TestBreakerCountsOneConnectionOncePerFiveSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.cfg.Breakers = breaker.NewSet(breaker.Config{
+			Profiles: map[string]breaker.Profile{"openai": {OpenAt: 3, Reset: time.Minute}}})
+		f.cfg.Cooldowns, f.cfg.Lockouts = nil, nil
+		f.rebuild()
+		f.up["openai"].Script("", combotest.Error(503, "unavailable"))
+		failures := func() int { return f.cfg.Breakers.Snapshot()[0].Failures }
+		k1 := &combo.Combo{Name: "k1", Targets: []combo.Target{target("openai", "k1", "m")}}
+		k2 := &combo.Combo{Name: "k2", Targets: []combo.Target{target("openai", "k2", "m")}}
+
+		for range 3 {
+			_, err := f.do(t, k1)
+			require.ErrorIs(t, err, combo.ErrUpstream)
+		}
+		assert.Equal(t, 1, failures(), "three failures of k1 at once count once")
+		_, err := f.do(t, k2)
+		require.ErrorIs(t, err, combo.ErrUpstream)
+		assert.Equal(t, 2, failures(), "k2 is another connection")
+		time.Sleep(5 * time.Second)
+		_, err = f.do(t, k1)
+		require.ErrorIs(t, err, combo.ErrUpstream)
+		s, _ := f.cfg.Breakers.State("openai")
+		assert.Equal(t, breaker.Open, s, "k1 counts again after 5 s: the third failure opens")
+		assert.Equal(t, 5, f.up["openai"].Total())
+	})
+}

@@ -113,6 +113,12 @@ type BreakerProfile struct {
 	MaxMultiplier   int `json:"maxMultiplier"`
 	EscalationCount int `json:"escalationCount"`
 	WindowMs        int `json:"windowMs"`
+	// ConnDedupMs: further failures of one connection this soon after its
+	// last counted one are not counted (default 5000).
+	ConnDedupMs int `json:"connDedupMs"`
+	// NetworkDedupMs: network errors of the provider this soon after the
+	// last counted one are not counted (default 10000).
+	NetworkDedupMs int `json:"networkDedupMs"`
 }
 
 // BreakerConfig holds the breaker profile of each credential class.

@@ -19,7 +19,8 @@ func msDur(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 func breakerProfile(p BreakerProfile) breaker.Profile {
 	return breaker.Profile{DegradedAt: p.DegradedAt, OpenAt: p.OpenAt, Reset: msDur(p.ResetMs),
-		MaxMultiplier: p.MaxMultiplier, EscalationCount: p.EscalationCount, Window: msDur(p.WindowMs)}
+		MaxMultiplier: p.MaxMultiplier, EscalationCount: p.EscalationCount, Window: msDur(p.WindowMs),
+		ConnDedup: msDur(p.ConnDedupMs), NetworkDedup: msDur(p.NetworkDedupMs)}
 }
 
 func cooldownProfile(p CooldownProfile) cooldown.Profile {

@@ -86,7 +86,11 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 			comboOf("via-stall", 2*time.Second, "stalling", "steady"),
 		},
 	}
-	cfg.Resilience.Breaker.APIKey = gw.BreakerProfile{OpenAt: 3, ResetMs: int(breakerReset / time.Millisecond), MaxMultiplier: 1}
+	// Every faulty provider has one connection: with the default 5 s
+	// per-connection (and 10 s network) deduplication its breaker would
+	// need 15 s to open, longer than the load runs.
+	cfg.Resilience.Breaker.APIKey = gw.BreakerProfile{OpenAt: 3, ResetMs: int(breakerReset / time.Millisecond), MaxMultiplier: 1,
+		ConnDedupMs: 1, NetworkDedupMs: 1}
 	// Short connection cooldowns, so that a failing connection keeps
 	// reaching its provider and the breaker, not the cooldown, decides.
 	cfg.Resilience.Cooldown.APIKey = gw.CooldownProfile{BaseMs: 20, Steps: 1, MaxMs: 100}
