@@ -591,15 +591,21 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// breakerOnly is a fleet of one provider whose breaker has profile p, with
+// no connection cooldowns nor model lockouts to keep traffic away first.
+func breakerOnly(t *testing.T, provider string, p breaker.Profile) *fleet {
+	f := newFleet(t, provider)
+	f.cfg.Breakers = breaker.NewSet(breaker.Config{Profiles: map[string]breaker.Profile{provider: p}})
+	f.cfg.Cooldowns, f.cfg.Lockouts = nil, nil
+	f.rebuild()
+	return f
+}
+
 // A target refused at dispatch (here: a half-open breaker whose one probe is
 // still out) is a timed exclusion of the terminal answer, not a missing one.
 func TestHalfOpenProbeInFlightAnswersCoolingDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, "openai")
-		f.cfg.Breakers = breaker.NewSet(breaker.Config{
-			Profiles: map[string]breaker.Profile{"openai": {OpenAt: 1, Reset: time.Second}}})
-		f.cfg.Cooldowns, f.cfg.Lockouts = nil, nil
-		f.rebuild()
+		f := breakerOnly(t, "openai", breaker.Profile{OpenAt: 1, Reset: time.Second})
 		f.up["openai"].Script("", combotest.Error(503, "unavailable"), combotest.Hang())
 		c := &combo.Combo{Name: "solo", Targets: []combo.Target{target("openai", "k1", "m")}}
 
@@ -683,11 +689,7 @@ func TestStreamCommitsAtFirstTextWithoutGuards(t *testing.T) {
 // provider's breaker alone in a burst; failures of several keys do.
 func TestBreakerCountsOneConnectionOncePerFiveSeconds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFleet(t, "openai")
-		f.cfg.Breakers = breaker.NewSet(breaker.Config{
-			Profiles: map[string]breaker.Profile{"openai": {OpenAt: 3, Reset: time.Minute}}})
-		f.cfg.Cooldowns, f.cfg.Lockouts = nil, nil
-		f.rebuild()
+		f := breakerOnly(t, "openai", breaker.Profile{OpenAt: 3, Reset: time.Minute})
 		f.up["openai"].Script("", combotest.Error(503, "unavailable"))
 		failures := func() int { return f.cfg.Breakers.Snapshot()[0].Failures }
 		k1 := &combo.Combo{Name: "k1", Targets: []combo.Target{target("openai", "k1", "m")}}
