@@ -133,11 +133,7 @@ func autoScore(t *Target, s *Stats, lo, hi float64, withRoom bool, room float64)
 	}
 	latency := 0.25
 	if s.AvgLatency > 0 {
-		// The average is over 0 ms, so the logarithm is over 1: capping at 1
-		// guards only against rounding.
-		if latency = 1 / math.Log10(float64(s.AvgLatency)/1e6+10); latency > 1 {
-			latency = 1
-		}
+		latency = latencyFactors.get(s.AvgLatency)
 	}
 	cost := 0.5
 	if t.PriceKnown && !math.IsNaN(t.Price) {
@@ -288,4 +284,50 @@ func (a *Auto) explore(ts []*Target) {
 	}
 	r.mu.Unlock()
 	toFront(ts, j)
+}
+
+// latencyFactor is 1/log10(avg ms + 10), capped at 1, for avg > 0.
+func latencyFactor(avg time.Duration) float64 {
+	// The average is over 0 ms, so the logarithm is over 1: capping at 1
+	// guards only against rounding.
+	return min(1, 1/math.Log10(float64(avg)/1e6+10))
+}
+
+// latencyMemo remembers recent latency factors by average latency. A
+// target's average changes only when one of its attempts ends, so most
+// orderings see the averages of the previous one again; the logarithm is
+// the costliest part of a score.
+//
+// Each slot is a small sequence lock over atomics: a reader takes a value
+// only when the sequence number is even and unchanged around its reads, and
+// a writer that loses the race for a slot simply does not store.
+type latencyMemo struct {
+	slots [64]latencySlot
+}
+
+type latencySlot struct {
+	seq    atomic.Uint64 // odd while a writer fills the slot
+	avg    atomic.Int64  // the average the factor is for; 0 = empty
+	factor atomic.Uint64 // math.Float64bits of the factor
+}
+
+var latencyFactors latencyMemo
+
+// get returns latencyFactor(avg) for avg > 0.
+func (m *latencyMemo) get(avg time.Duration) float64 {
+	slot := &m.slots[(uint64(avg)*0x9e3779b97f4a7c15)>>58]
+	seq := slot.seq.Load()
+	if seq&1 == 0 && slot.avg.Load() == int64(avg) {
+		f := slot.factor.Load()
+		if slot.seq.Load() == seq {
+			return math.Float64frombits(f)
+		}
+	}
+	f := latencyFactor(avg)
+	if seq&1 == 0 && slot.seq.CompareAndSwap(seq, seq+1) {
+		slot.avg.Store(int64(avg))
+		slot.factor.Store(math.Float64bits(f))
+		slot.seq.Store(seq + 2)
+	}
+	return f
 }
