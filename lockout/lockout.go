@@ -396,13 +396,17 @@ func isExactForm(model string) bool {
 		return false
 	}
 	b := unsafe.Slice(unsafe.StringData(model), n)
-	if n < 8 {
+	switch {
+	case n < 4:
 		for _, c := range b {
 			if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
 				return false
 			}
 		}
 		return true
+	case n < 8:
+		// The first and last four bytes, overlapping, in one word.
+		return lowerASCII8(uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32)
 	}
 	// Eight bytes at a time; the last word may overlap the one before.
 	for i := 0; ; i += 8 {

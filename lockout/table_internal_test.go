@@ -149,7 +149,7 @@ func TestIsExactForm(t *testing.T) {
 	for _, s := range []string{
 		"", "a", "A", " a", "a ", "\ta", "gpt-4o", "GPT-4o", "gpt-4O", "model-5",
 		"claude-sonnet-4-5-20250929", "claude-sonnet-4-5-2025092Z", "Claude-sonnet-4-5-20250929",
-		"abcdefgh", "abcdefgH", "Abcdefgh", "abcdefghi", "abcdefghI", "@[`{", "a@b[c`d{e",
+		"abcd", "abcD", "Abcd", "abcdE", "aBcde", "o3-Mini", "abcdefgh", "abcdefgH", "Abcdefgh", "abcdefghi", "abcdefghI", "@[`{", "a@b[c`d{e",
 		"modèle", "gpt-4o\u00a0", "ÀB", "az09-_.:/@[]`{}~", "12345678901234567",
 	} {
 		checkExactForm(t, s)
