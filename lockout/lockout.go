@@ -515,19 +515,26 @@ func (l *Lockout) CheckAt(provider, connection, model string, now time.Time) err
 	}
 }
 
-// keyFor returns the key a write with this scope uses for model, in memory
-// of its own, and its hash.
-func (l *Lockout) keyFor(provider, connection string, scope Scope, model string) (key, uint64) {
-	k := key{provider: strings.Clone(provider), connection: strings.Clone(connection)}
+// keyFor returns the key a write with this scope uses for model, and its
+// hash. The key may share memory with the arguments and with buf; see
+// [key.own].
+func (l *Lockout) keyFor(provider, connection string, scope Scope, model string, buf *[maxStackModel]byte) (key, uint64) {
+	k := key{provider: provider, connection: connection}
 	switch scope {
 	case ScopeFamily:
-		k.name = strings.Clone(l.family(provider, model))
+		k.name = l.family(provider, model)
 	case ScopeExact:
-		k.name, k.exact = exactKey(model), true
+		k.name, k.exact = exactName(model, buf), true
 	default:
-		k.name = strings.Clone(model)
+		k.name = model
 	}
 	return k, keyHash(strhash(connection), strhash(k.name))
+}
+
+// own returns k in memory of its own, for storing: a stored key must not
+// pin a caller's larger string or point into a stack buffer.
+func (k key) own() key {
+	return key{strings.Clone(k.provider), strings.Clone(k.connection), strings.Clone(k.name), k.exact}
 }
 
 // RecordFailure is shorthand for RecordFailureAt(f, time.Now()).
@@ -579,7 +586,8 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 	if reason == "" {
 		reason = ReasonForStatus(f.Status)
 	}
-	k, h := l.keyFor(provider, f.Connection, scope, f.Model)
+	var buf [maxStackModel]byte
+	k, h := l.keyFor(provider, f.Connection, scope, f.Model, &buf)
 	resetAfter := f.ResetAfter
 	if resetAfter <= 0 {
 		resetAfter = DefaultResetAfter
@@ -601,7 +609,7 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 	}
 	e := sh.lookup(h, k)
 	if e == nil {
-		e = &entry{key: k, hash: h}
+		e = &entry{key: k.own(), hash: h}
 		sh.insert(e)
 		l.total.Add(1)
 	}
