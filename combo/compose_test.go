@@ -2,6 +2,7 @@ package combo_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/combotest"
+	"github.com/routeguard/routeguard/lockout"
 )
 
 // judgeRecorder is a judge that joins the panel's bodies and remembers
@@ -317,4 +320,172 @@ func TestRelayCallsHandoffInDeclaredOrder(t *testing.T) {
 	_, err := f.router.Relay(context.Background(), combo.Request{Combo: c}, f.send, func(context.Context, combo.Handoff) { called = true })
 	require.Error(t, err)
 	assert.False(t, called, "no hand-off after a failure")
+}
+
+// A panel with a failing leg, a straggler cut after the grace and two
+// answers, on the wall clock: every leg has ended when Fuse returns and no
+// goroutine is left behind.
+func TestFusionLeavesNoGoroutine(t *testing.T) {
+	f := newFleet(t, "a", "b", "c", "d")
+	f.up["a"].Script("", combotest.OK("A"))
+	f.up["b"].Script("", combotest.Error(500, "boom"))
+	f.up["c"].Script("", combotest.Hang())
+	f.up["d"].Script("", combotest.OK("D").After(5*time.Millisecond))
+	ignore := goleak.IgnoreCurrent()
+	j := &judgeRecorder{}
+	fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b", "c", "d"), Grace: 20 * time.Millisecond, Judge: j.judge}
+	ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+	require.NoError(t, err)
+	assert.Equal(t, "judged:a,d", string(ans.Body))
+	for i := range fu.Panel {
+		assert.Equal(t, int64(0), f.router.Stats(&fu.Panel[i]).InFlight, fu.Panel[i].Provider)
+	}
+	assert.Equal(t, int64(1), f.router.Stats(&fu.Panel[1]).Failures, "the failing leg is blamed")
+	assert.Equal(t, int64(0), f.router.Stats(&fu.Panel[2]).Failures, "the cut straggler is not")
+	goleak.VerifyNone(t, ignore)
+}
+
+// The caller gives up during the grace that follows the quorum: Fuse
+// returns the context's error, not the answers gathered so far, and blames
+// no leg.
+func TestFusionCallerCancelsDuringGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b", "c")
+		f.up["a"].Script("", combotest.OK("A").After(time.Second))
+		f.up["b"].Script("", combotest.OK("B").After(time.Second))
+		f.up["c"].Script("", combotest.Hang())
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		j := &judgeRecorder{}
+		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b", "c"), Judge: j.judge}
+		start := time.Now()
+		_, err := f.router.Fuse(ctx, fu, combo.Request{}, f.send)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 3*time.Second, time.Since(start), "cut inside the 8 s grace")
+		assert.Empty(t, j.calls)
+		for i := range fu.Panel {
+			s := f.router.Stats(&fu.Panel[i])
+			assert.Equal(t, int64(0), s.InFlight)
+			assert.Equal(t, int64(0), s.Failures)
+		}
+	})
+}
+
+// Every leg goes through the layers: a leg whose model is locked is not
+// dispatched, and the one answer left is returned as it is.
+func TestFusionLegScreenedByLayers(t *testing.T) {
+	f := newFleet(t, "a", "b")
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "a", Model: "m", Status: 429, Cooldown: time.Minute}, time.Now())
+	j := &judgeRecorder{}
+	fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"), Judge: j.judge,
+		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+	ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+	require.NoError(t, err)
+	assert.Equal(t, "b", ans.Target.Provider)
+	assert.Equal(t, 0, f.up["a"].Total(), "the locked leg is screened out before dispatch")
+	assert.Empty(t, j.calls)
+}
+
+func TestFusionJudgeFailure(t *testing.T) {
+	f := newFleet(t, "a", "b")
+	boom := errors.New("judge down")
+	fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"),
+		Judge: func(context.Context, []combo.Answer) (combo.Answer, error) { return combo.Answer{}, boom }}
+	_, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+	require.ErrorIs(t, err, boom)
+
+	// No judge: the first answer in panel order is returned.
+	fu.Judge = nil
+	ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+	require.NoError(t, err)
+	assert.Equal(t, "a", ans.Target.Provider)
+
+	// An empty panel has no answer.
+	_, err = f.router.Fuse(context.Background(), &combo.Fusion{Name: "empty"}, combo.Request{}, f.send)
+	require.ErrorIs(t, err, combo.ErrNoPanelAnswer)
+}
+
+func TestPipelineNextFailure(t *testing.T) {
+	f, send := pipelineFleet(t, "a", "b")
+	bad := errors.New("no input")
+	p := &combo.Pipeline{
+		Steps: []*combo.Combo{
+			{Name: "s0", Targets: []combo.Target{target("a", "", "m")}},
+			{Name: "s1", Targets: []combo.Target{target("b", "", "m")}},
+		},
+		Next: func(context.Context, int, combo.Answer) ([]byte, error) { return nil, bad },
+	}
+	ans, err := p.Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
+	var ce *combo.ComposeError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 1, ce.Step)
+	assert.Equal(t, 502, ce.Status)
+	assert.ErrorIs(t, err, bad)
+	assert.Equal(t, "a(q)", string(ans.Body))
+	assert.Equal(t, 0, f.up["b"].Total())
+}
+
+// A step whose every target is cooling down fails with the terminal answer's
+// status, and nothing after it runs.
+func TestPipelineStepWithNoEligibleTarget(t *testing.T) {
+	f, send := pipelineFleet(t, "a", "b", "c")
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "b", Model: "m", Status: 429, Cooldown: time.Minute}, time.Now())
+	p := &combo.Pipeline{Steps: []*combo.Combo{
+		{Name: "s0", Targets: []combo.Target{target("a", "", "m")}},
+		{Name: "s1", Targets: []combo.Target{target("b", "", "m")},
+			Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}},
+		{Name: "s2", Targets: []combo.Target{target("c", "", "m")}},
+	}}
+	_, err := p.Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
+	var ce *combo.ComposeError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 1, ce.Step)
+	assert.Equal(t, 503, ce.Status)
+	var te *combo.TerminalError
+	assert.ErrorAs(t, err, &te)
+	assert.Equal(t, 0, f.up["b"].Total()+f.up["c"].Total())
+}
+
+func TestPipelineCancelledEndsTheStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, send := pipelineFleet(t, "a", "b", "c")
+		f.up["b"].Script("", combotest.Hang())
+		ctx, cancel := context.WithCancel(context.Background())
+		p := &combo.Pipeline{Steps: []*combo.Combo{
+			{Name: "s0", Targets: []combo.Target{target("a", "", "m")}},
+			{Name: "s1", Targets: []combo.Target{target("b", "", "m")}},
+			{Name: "s2", Targets: []combo.Target{target("c", "", "m")}},
+		}}
+		time.AfterFunc(2*time.Second, cancel)
+		ans, err := p.Run(ctx, f.router, combo.Request{}, []byte("q"), send)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, "a(q)", string(ans.Body), "the last finished step's answer")
+		assert.Equal(t, int64(0), f.router.Stats(&p.Steps[1].Targets[0]).InFlight)
+		assert.Equal(t, int64(0), f.router.Stats(&p.Steps[1].Targets[0]).Failures, "a cancelled step is not blamed")
+		assert.Equal(t, 0, f.up["c"].Total())
+	})
+}
+
+// Relay does not change the caller's combo, and the hook sees the result it
+// returns.
+func TestRelayKeepsCallerCombo(t *testing.T) {
+	f := newFleet(t, "a", "b")
+	c := &combo.Combo{Name: "relay", Strategy: combo.StrategyRandom, Targets: []combo.Target{
+		target("a", "", "m"), target("b", "", "m")}}
+	var seen *combo.Result
+	res, err := f.router.Relay(context.Background(), combo.Request{Combo: c}, f.send, func(_ context.Context, h combo.Handoff) {
+		seen = h.Result
+		assert.Equal(t, combo.StrategyPriority, h.Combo.Strategy)
+		assert.Equal(t, target("a", "", "m"), h.Served)
+		assert.Equal(t, []combo.Target{target("b", "", "m")}, h.Next)
+	})
+	require.NoError(t, err)
+	res.Response.Body.Close()
+	assert.Same(t, res, seen)
+	assert.Equal(t, combo.StrategyRandom, c.Strategy)
+
+	// A nil hook is allowed.
+	res, err = f.router.Relay(context.Background(), combo.Request{Combo: c}, f.send, nil)
+	require.NoError(t, err)
+	res.Response.Body.Close()
 }

@@ -1,11 +1,13 @@
 package combo_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/routeguard/routeguard/combo"
 )
@@ -208,4 +210,96 @@ func TestQuotaShareP2CRunnerUpWhenLaterWins(t *testing.T) {
 	// which has fewer in flight.
 	sig := signals{ts[1]: {InFlight: 3}, ts[0]: {InFlight: 1}}
 	assert.Equal(t, []string{"a", "b", "c"}, order(s, c, ts, sig))
+}
+
+// The quota-share selection over weights 3:2:1, first by DRR alone, then
+// with P2C on in-flight counts and with an at-cap and a saturated target
+// in the tails. DRR serves a, b, a, c, b, a per cycle of 6 (a wins the tie
+// of the third round, being first); a target without room takes no part.
+func TestQuotaShareWorkedExample(t *testing.T) {
+	fleet := func() []*combo.Target {
+		ts := mk("a", "b", "c", "d", "e")
+		ts[0].Weight, ts[1].Weight, ts[2].Weight, ts[3].Weight = 3, 2, 1, 5
+		ts[3].MaxConcurrent = 1
+		return ts
+	}
+	drr := [][]string{{"a", "b", "c"}, {"b", "a", "c"}, {"a", "b", "c"}, {"c", "a", "b"}, {"b", "a", "c"}, {"a", "b", "c"}}
+
+	ts := fleet()
+	s := &combo.QuotaShare{}
+	c := &combo.Combo{Name: "drr"}
+	for cycle := range 3 {
+		for i, want := range drr {
+			assert.Equal(t, want, order(s, c, ts[:3], nil), "cycle %d, round %d", cycle, i+1)
+		}
+	}
+
+	// P2C: a has 2 in flight, b 1, c 0. The runner-up (second after the
+	// DRR winner moved to the front) leads when it has strictly fewer.
+	// d is at its cap and e's limit is reached: they trail, in that order.
+	ts = fleet()
+	sig := signals{ts[0]: {InFlight: 2}, ts[1]: {InFlight: 1}, ts[3]: {InFlight: 1}}
+	s = &combo.QuotaShare{Quota: quotas{"e": {LimitReached: true}}}
+	p2c := [][]string{
+		{"b", "a", "c", "d", "e"}, // DRR a; b has fewer in flight
+		{"b", "a", "c", "d", "e"}, // DRR b; a has more
+		{"b", "a", "c", "d", "e"}, // DRR a
+		{"c", "a", "b", "d", "e"}, // DRR c; a has more
+		{"b", "a", "c", "d", "e"}, // DRR b
+		{"b", "a", "c", "d", "e"}, // DRR a
+	}
+	for cycle := range 2 {
+		for i, want := range p2c {
+			assert.Equal(t, want, order(s, c, ts, sig), "cycle %d, round %d", cycle, i+1)
+		}
+	}
+}
+
+// Deficits are kept for at most 200 combos; the 201st evicts the one
+// created first.
+func TestQuotaShareEvictsOldestCombo(t *testing.T) {
+	ts := mk("a", "b")
+	ts[0].Weight, ts[1].Weight = 2, 1 // DRR: a, b, a, a, b, a, …
+	s := &combo.QuotaShare{}
+	first := func(name string) string { return order(s, &combo.Combo{Name: name}, ts, nil)[0] }
+	require.Equal(t, "a", first("c0"))
+	for i := 1; i < 199; i++ {
+		first(fmt.Sprint("o", i))
+	}
+	assert.Equal(t, "b", first("c0"), "199 combos: c0 keeps its deficits")
+	first("o199")
+	assert.Equal(t, "a", first("c0"), "200 combos: c0 keeps its deficits")
+	assert.Equal(t, "a", first("c0"))
+	first("o200") // the 201st combo
+	assert.Equal(t, "a", first("c0"), "c0 was evicted and starts over (it would have served b)")
+	assert.Equal(t, "b", first("c0"))
+}
+
+// The tie band of reset-window is inclusive: a reset exactly 60 s after the
+// soonest takes turns at the front, one a nanosecond later does not.
+func TestResetWindowTieBandEdge(t *testing.T) {
+	ts := mk("late", "edge", "soon")
+	weekly := func(d time.Duration) combo.Quota {
+		return combo.Quota{Weekly: combo.Window{Known: true, ResetAt: t0.Add(d)}}
+	}
+	s := &combo.ResetWindow{Quota: quotas{
+		"soon": weekly(10 * time.Minute),
+		"edge": weekly(11 * time.Minute),
+		"late": weekly(11*time.Minute + time.Nanosecond),
+	}}
+	c := &combo.Combo{Name: "edge"}
+	assert.Equal(t, []string{"soon", "edge", "late"}, order(s, c, ts, nil))
+	assert.Equal(t, []string{"edge", "soon", "late"}, order(s, c, ts, nil))
+	assert.Equal(t, []string{"soon", "edge", "late"}, order(s, c, ts, nil))
+
+	// A reset that has passed counts as due now, ahead of any future one;
+	// the session window counts only with IncludeSession.
+	q := quotas{
+		"soon": weekly(10 * time.Minute),
+		"edge": {Weekly: combo.Window{Known: true, ResetAt: t0.Add(-time.Hour)}},
+		"late": {Session: combo.Window{Known: true, ResetAt: t0.Add(time.Minute)}},
+	}
+	assert.Equal(t, []string{"edge", "soon", "late"}, order(&combo.ResetWindow{Quota: q, TieBand: time.Second}, c, ts, nil))
+	assert.Equal(t, []string{"edge", "late", "soon"},
+		order(&combo.ResetWindow{Quota: q, TieBand: time.Second, IncludeSession: true}, c, ts, nil))
 }

@@ -1,0 +1,200 @@
+package combo_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/routeguard/routeguard/breaker"
+	"github.com/routeguard/routeguard/combo"
+	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/lockout"
+)
+
+func TestRoundRobinRotatesOnePerRequest(t *testing.T) {
+	ts := mk("a", "b", "c")
+	rr := combo.NewRoundRobin()
+	c := &combo.Combo{Name: "rr"}
+	want := [][]string{{"a", "b", "c"}, {"b", "c", "a"}, {"c", "a", "b"}, {"a", "b", "c"}, {"b", "c", "a"}}
+	for i, w := range want {
+		assert.Equal(t, w, order(rr, c, ts, nil), "request %d", i)
+	}
+	// A sticky limit of 1 (or less) still rotates on every request.
+	for _, limit := range []int{1, 0, -3} {
+		rr := combo.NewRoundRobin()
+		c := &combo.Combo{Name: "rr", Settings: combo.Settings{StickyLimit: limit}}
+		for i, w := range want {
+			assert.Equal(t, w, order(rr, c, ts, nil), "limit %d, request %d", limit, i)
+		}
+	}
+	// Each combo has a counter of its own.
+	rr = combo.NewRoundRobin()
+	assert.Equal(t, []string{"a", "b", "c"}, order(rr, &combo.Combo{Name: "x"}, ts, nil))
+	assert.Equal(t, []string{"a", "b", "c"}, order(rr, &combo.Combo{Name: "y"}, ts, nil))
+	assert.Equal(t, []string{"b", "c", "a"}, order(rr, &combo.Combo{Name: "x"}, ts, nil))
+	// One target: nothing to rotate.
+	assert.Equal(t, []string{"a"}, order(rr, c, ts[:1], nil))
+}
+
+func TestRoundRobinStickyBatches(t *testing.T) {
+	ts := mk("a", "b", "c")
+	rr := combo.NewRoundRobin()
+	c := &combo.Combo{Name: "sticky", Settings: combo.Settings{StickyLimit: 3}}
+	var firsts []string
+	for range 10 {
+		firsts = append(firsts, order(rr, c, ts, nil)[0])
+	}
+	assert.Equal(t, []string{"a", "a", "a", "b", "b", "b", "c", "c", "c", "a"}, firsts)
+
+	// The sticky target becomes unavailable: the batch ends and the next
+	// request rotates over the eligible ones (counter 4 mod 2 = 0: b).
+	assert.Equal(t, []string{"b", "c"}, order(rr, c, mk("b", "c"), nil))
+	// The new sticky target keeps the lead once a is back, for the rest of
+	// its batch; then the rotation goes on (counter 5 mod 3 = 2: c).
+	assert.Equal(t, []string{"b", "c", "a"}, order(rr, c, ts, nil))
+	assert.Equal(t, []string{"b", "c", "a"}, order(rr, c, ts, nil))
+	assert.Equal(t, []string{"c", "a", "b"}, order(rr, c, ts, nil))
+}
+
+func TestFillFirstServesDeclaredOrderThroughRouter(t *testing.T) {
+	f := newFleet(t, "openai", "claude")
+	c := &combo.Combo{Name: "ff", Strategy: combo.StrategyFillFirst,
+		Targets: []combo.Target{target("openai", "a", "m"), target("claude", "b", "m")}}
+	for i := range 3 {
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, "openai", res.Target.Provider, "request %d", i)
+	}
+	assert.Equal(t, 0, f.up["claude"].Total())
+}
+
+// openBreaker reports failures until provider's breaker opens.
+func openBreaker(t *testing.T, s *breaker.Set, provider string) {
+	t.Helper()
+	for range 100 {
+		if st, _ := s.State(provider); st == breaker.Open {
+			return
+		}
+		done, err := s.Allow(provider)
+		require.NoError(t, err)
+		done(breaker.Failure)
+	}
+	t.Fatalf("the breaker of %s does not open", provider)
+}
+
+// Combo scenarios 1–6: a weighted combo {openai/a w50, claude/b w50} whose
+// targets are screened before dispatch.
+func TestWeightedComboScreeningScenarios(t *testing.T) {
+	now := time.Now()
+	lockA := func(f *fleet) {
+		f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "a", Model: "m", Status: 429, Cooldown: 60 * time.Second}, now)
+	}
+	tests := []struct {
+		name        string
+		setup       func(t *testing.T, f *fleet)
+		wantStatus  int // 200: served
+		wantServed  string
+		wantRetry   string
+		wantReasons map[string]combo.Reason
+		wantAction  string
+	}{
+		{
+			name: "1 both locked",
+			setup: func(_ *testing.T, f *fleet) {
+				lockA(f)
+				f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "claude", Connection: "b", Model: "m", Status: 429, Cooldown: 120 * time.Second}, now)
+			},
+			wantStatus: 503, wantRetry: "60", wantAction: "wait",
+			wantReasons: map[string]combo.Reason{"claude": combo.ReasonModelLockout, "openai": combo.ReasonModelLockout},
+		},
+		{
+			name: "2 a locked, claude breaker open",
+			setup: func(t *testing.T, f *fleet) {
+				lockA(f)
+				openBreaker(t, f.cfg.Breakers, "claude")
+			},
+			wantStatus: 503, wantAction: "wait",
+			wantReasons: map[string]combo.Reason{"claude": combo.ReasonCircuitOpen, "openai": combo.ReasonModelLockout},
+		},
+		{
+			name:       "3 only a locked",
+			setup:      func(_ *testing.T, f *fleet) { lockA(f) },
+			wantStatus: 200, wantServed: "claude/b/m",
+		},
+		{
+			name: "4 both unavailable",
+			setup: func(_ *testing.T, f *fleet) {
+				f.cfg.Cooldowns.FailAt("a", cooldown.Failure{Status: 401}, now)
+				f.cfg.Cooldowns.FailAt("b", cooldown.Failure{Status: 401}, now)
+			},
+			wantStatus: 404, wantAction: "switch-combo",
+			wantReasons: map[string]combo.Reason{"claude": combo.ReasonUnavailable, "openai": combo.ReasonUnavailable},
+		},
+		{
+			name: "5 a locked, b unavailable",
+			setup: func(_ *testing.T, f *fleet) {
+				lockA(f)
+				f.cfg.Cooldowns.FailAt("b", cooldown.Failure{Status: 401}, now)
+			},
+			wantStatus: 503, wantRetry: "60", wantAction: "wait",
+			wantReasons: map[string]combo.Reason{"claude": combo.ReasonUnavailable, "openai": combo.ReasonModelLockout},
+		},
+		{
+			name: "6 both connections cooling 5 s",
+			setup: func(_ *testing.T, f *fleet) {
+				f.cfg.Cooldowns.FailAt("a", cooldown.Failure{Status: 429, Cooldown: 5 * time.Second}, now)
+				f.cfg.Cooldowns.FailAt("b", cooldown.Failure{Status: 429, Cooldown: 5 * time.Second}, now)
+			},
+			wantStatus: 503, wantRetry: "5", wantAction: "wait",
+			wantReasons: map[string]combo.Reason{"claude": combo.ReasonConnectionCooldown, "openai": combo.ReasonConnectionCooldown},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, "openai", "claude")
+			f.cfg.Now = func() time.Time { return now }
+			f.rebuild()
+			tt.setup(t, f)
+			a, b := target("openai", "a", "m"), target("claude", "b", "m")
+			a.Weight, b.Weight = 50, 50
+			c := &combo.Combo{Name: "w", Strategy: combo.StrategyWeighted, Targets: []combo.Target{a, b},
+				Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+			res, err := f.do(t, c)
+			if tt.wantStatus == 200 {
+				require.NoError(t, err)
+				assert.Equal(t, []string{tt.wantServed + ":succeeded:OK"}, outcomes(res))
+				assert.Equal(t, 0, f.up["openai"].Total())
+				return
+			}
+			var te *combo.TerminalError
+			require.ErrorAs(t, err, &te)
+			assert.Equal(t, tt.wantStatus, te.Status)
+			assert.Equal(t, 0, f.up["openai"].Total()+f.up["claude"].Total(), "no dispatch")
+			assert.Equal(t, 2, te.PoolSize)
+			assert.Equal(t, 0, te.Attempted)
+			got := map[string]combo.Reason{}
+			for _, x := range te.Excluded {
+				got[x.Provider] = x.Reason
+			}
+			assert.Equal(t, tt.wantReasons, got)
+			body := te.Body()
+			assert.Equal(t, tt.wantAction, body.RecoveryHint.Action)
+			assert.Len(t, body.Diagnostics.Excluded, 2)
+			resp := te.Response(nil)
+			if tt.wantRetry != "" {
+				assert.Equal(t, tt.wantRetry, resp.Header.Get("Retry-After"))
+			}
+			if tt.wantStatus == 503 {
+				sec := te.RetryAfter / time.Second
+				assert.True(t, sec >= 1 && sec <= 60, "Retry-After %v", te.RetryAfter)
+			}
+			if tt.name == "6 both connections cooling 5 s" {
+				for _, p := range []string{"openai", "claude"} {
+					assert.Equal(t, 0, f.cfg.Breakers.Get(p).Status().Failures, p)
+				}
+			}
+		})
+	}
+}
