@@ -1,6 +1,7 @@
 package combo_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -197,4 +198,52 @@ func TestWeightedComboScreeningScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestResetAwareScoreWeights(t *testing.T) {
+	session := combo.Window{Known: true, Remaining: 0.5, ResetAt: t0.Add(combo.SessionWindow / 2)} // 0.3625
+	weekly := combo.Window{Known: true, Remaining: 0.8}                                           // 0.275
+	both := combo.Quota{Session: session, Weekly: weekly}
+	tests := []struct {
+		name   string
+		sw, ww float64
+		q      combo.Quota
+		want   float64
+	}{
+		{"defaults", 0, 0, both, 0.35*0.3625 + 0.65*0.275},
+		{"NaN means defaults", math.NaN(), 1, both, 0.35*0.3625 + 0.65*0.275},
+		{"negative counts as 0", -1, 1, both, 0.275},
+		{"weekly only", 0, 1, both, 0.275},
+		{"normalised", 3, 1, both, 0.75*0.3625 + 0.25*0.275},
+		{"a weighted window that is not reported drops out", 1, 1, combo.Quota{Weekly: weekly}, 0.275},
+		{"monthly alone", 0, 0, combo.Quota{Monthly: combo.Window{Known: true, Remaining: 0.4}}, 0.25*0.4 + 0.75*0.5*0.6},
+		{"the guard applies even to an unweighted session", 0, 1,
+			combo.Quota{Session: combo.Window{Known: true, Remaining: 0.05}, Weekly: combo.Window{Known: true, Remaining: 1}}, 0.25 * 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &combo.ResetAware{SessionWeight: tt.sw, WeeklyWeight: tt.ww}
+			assert.InDelta(t, tt.want, s.Score(tt.q, t0), 1e-12)
+		})
+	}
+}
+
+// Quota-share gates apply to connections: a target that names no connection
+// is never set aside as saturated or at its cap.
+func TestQuotaShareTargetWithoutConnectionAlwaysHasRoom(t *testing.T) {
+	ts := []*combo.Target{
+		{Provider: "p", Connection: "spent", Model: "m"},
+		{Provider: "p", Model: "m", MaxConcurrent: 1},
+		{Provider: "p", Connection: "busy", Model: "m", MaxConcurrent: 1},
+	}
+	// The source reports every target but "busy" spent (a provider-wide
+	// figure for the target without a connection).
+	q := combo.QuotaFunc(func(t *combo.Target, _ time.Time) (combo.Quota, bool) {
+		return combo.Quota{LimitReached: t.Connection != "busy"}, true
+	})
+	sig := signals{ts[1]: {InFlight: 1}, ts[2]: {InFlight: 1}}
+	s := &combo.QuotaShare{Quota: q}
+	p := pick(&combo.Combo{Name: "noconn"}, ts, sig)
+	s.Order(p)
+	assert.Equal(t, []*combo.Target{ts[1], ts[2], ts[0]}, p.Targets, "no-connection target first, then at-cap, then saturated")
 }

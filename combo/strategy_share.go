@@ -7,11 +7,12 @@ import "sync"
 //
 //  1. Saturation gate: a target whose quota ([QuotaSource]) has its limit
 //     reached, or nothing left in its session or weekly window, goes to the
-//     saturated tail; targets with no known quota always pass. When every
-//     target is saturated, none is set aside.
-//  2. Concurrency gate: of the others, a target with MaxConcurrent > 0 and
-//     at least that many requests in flight goes to the at-cap tail. When
-//     none has room, all count as having room.
+//     saturated tail; targets with no known quota, and targets that name no
+//     connection, always pass. When every target is saturated, none is set
+//     aside.
+//  2. Concurrency gate: of the others, a target that names a connection,
+//     with MaxConcurrent > 0 and at least that many requests in flight, goes
+//     to the at-cap tail. When none has room, all count as having room.
 //  3. Deficit round robin over the targets with room: each adds
 //     weight/Σweight to its deficit (a weight that is not positive and
 //     finite counts as 1); the largest deficit wins (the first on a tie,
@@ -78,9 +79,11 @@ func (s *QuotaShare) Order(p *Pick) {
 	saturated := 0
 	for i, t := range ts {
 		class := shareRoom
-		if q, ok := quotaOf(s.Quota, t, p.Now); ok && q.saturated() {
-			class = shareSaturated
-			saturated++
+		if t.Connection != "" { // no connection, no bucket to saturate
+			if q, ok := quotaOf(s.Quota, t, p.Now); ok && q.saturated() {
+				class = shareSaturated
+				saturated++
+			}
 		}
 		ks[i] = keyed{key: float64(class), n: statsOf(p, t).InFlight, t: t}
 	}
@@ -94,7 +97,7 @@ func (s *QuotaShare) Order(p *Pick) {
 		if ks[i].key != shareRoom {
 			continue
 		}
-		if c := ks[i].t.MaxConcurrent; c > 0 && ks[i].n >= int64(c) {
+		if t := ks[i].t; t.MaxConcurrent > 0 && t.Connection != "" && ks[i].n >= int64(t.MaxConcurrent) {
 			ks[i].key = shareAtCap
 		} else {
 			room++
