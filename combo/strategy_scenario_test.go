@@ -202,7 +202,7 @@ func TestWeightedComboScreeningScenarios(t *testing.T) {
 
 func TestResetAwareScoreWeights(t *testing.T) {
 	session := combo.Window{Known: true, Remaining: 0.5, ResetAt: t0.Add(combo.SessionWindow / 2)} // 0.3625
-	weekly := combo.Window{Known: true, Remaining: 0.8}                                           // 0.275
+	weekly := combo.Window{Known: true, Remaining: 0.8}                                            // 0.275
 	both := combo.Quota{Session: session, Weekly: weekly}
 	tests := []struct {
 		name   string
