@@ -346,7 +346,11 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 	// exactKeys: model may have an exact key of its own; exactForm: that
 	// key's name is model itself.
 	exactKeys := sh.exact.Load() > 0
-	exactForm := exactKeys && isExactForm(model)
+	form := formOther
+	if exactKeys {
+		form = modelForm(model)
+	}
+	exactForm := form == formExact
 
 	// One probe finds the model key and, when the model is already in exact
 	// form, the exact key too: both have the same hash.
@@ -378,7 +382,11 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 			}
 		}
 	}
-	if exactKeys && !exactForm {
+	switch {
+	case !exactKeys || exactForm:
+	case form == formASCII:
+		best = later(best, lockedExactASCII(t, hc, provider, connection, model), now)
+	default:
 		best = later(best, lockedExact(t, hc, provider, connection, model), now)
 	}
 	if best == nil {
@@ -387,61 +395,79 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 	return best.until, best.reason, true
 }
 
-// isExactForm reports whether model is ASCII and already trimmed and
-// lower-case, so that it is its own exact key. It reports false for
-// non-ASCII models, which take the longer way.
-func isExactForm(model string) bool {
+// Forms of a model name, as far as its exact key is concerned.
+const (
+	formOther = iota // anything else: see exactName
+	formExact        // ASCII, trimmed and lower-case: its own exact key
+	formASCII        // ASCII and trimmed, with upper-case letters
+)
+
+// modelForm returns the form of model.
+func modelForm(model string) int {
 	n := len(model)
 	if n == 0 || asciiSpace(model[0]) || asciiSpace(model[n-1]) {
-		return false
+		return formOther
 	}
 	b := unsafe.Slice(unsafe.StringData(model), n)
+	var high, upper uint64
 	switch {
 	case n < 4:
 		for _, c := range b {
-			if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
-				return false
+			if c >= utf8.RuneSelf {
+				return formOther
+			}
+			if 'A' <= c && c <= 'Z' {
+				upper = 1
 			}
 		}
-		return true
 	case n < 8:
 		// The first and last four bytes, overlapping, in one word.
-		return lowerASCII8(uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32)
+		w := uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32
+		high, upper = w&highBits, upper8(w)
+	default:
+		// Eight bytes at a time; the last word may overlap the one before.
+		for i := 0; ; i += 8 {
+			i = min(i, n-8)
+			w := binary.LittleEndian.Uint64(b[i:])
+			high |= w & highBits
+			upper |= upper8(w)
+			if i == n-8 {
+				break
+			}
+		}
 	}
-	// Eight bytes at a time; the last word may overlap the one before.
-	for i := 0; ; i += 8 {
-		if i > n-8 {
-			i = n - 8
-		}
-		if !lowerASCII8(binary.LittleEndian.Uint64(b[i:])) {
-			return false
-		}
-		if i == n-8 {
-			return true
-		}
+	switch {
+	case high != 0:
+		return formOther
+	case upper != 0:
+		return formASCII
 	}
+	return formExact
 }
+
+// isExactForm reports whether model is ASCII and already trimmed and
+// lower-case, so that it is its own exact key.
+func isExactForm(model string) bool { return modelForm(model) == formExact }
 
 // asciiSpace reports whether c is ASCII white space as strings.TrimSpace
 // sees it.
 func asciiSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
 
-// lowerASCII8 reports whether the eight bytes of w are ASCII and none is an
-// upper-case letter.
-func lowerASCII8(w uint64) bool {
-	const (
-		high = 0x8080808080808080
-		ones = 0x0101010101010101
-	)
-	if w&high != 0 {
-		return false
+// lockedExactASCII is lockedExact for a model of formASCII, whose exact
+// key is the model with its letters lowered: it hashes and compares the
+// model as lowered without building the lowered name.
+func lockedExactASCII(t *table, hc uint64, provider, connection, model string) *lockView {
+	h := keyHash(hc, strhashLower(model))
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		e := t.slots[i].Load()
+		if e == nil {
+			return nil
+		}
+		if e.hash == h && e != tombstone && e.exact && e.connection == connection &&
+			e.provider == provider && equalLower(e.name, model) {
+			return e.view.Load()
+		}
 	}
-	// With every byte below 0x80, adding to each byte carries into its own
-	// high bit only: byte+0x3F ≥ 0x80 when byte ≥ 'A', byte+0x25 ≥ 0x80
-	// when byte > 'Z'.
-	geA := (w + 0x3F*ones) & high
-	gtZ := (w + 0x25*ones) & high
-	return geA&^gtZ == 0
 }
 
 // lockedExact returns the lock view of model's exact key in t.

@@ -2,6 +2,7 @@ package lockout
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -128,37 +129,95 @@ func TestStrhashSpread(t *testing.T) {
 	}
 }
 
+// checkExactForm checks modelForm, and the hashing and comparing of a
+// lowered model without building it, against exactName.
 func checkExactForm(t *testing.T, s string) {
 	t.Helper()
 	var buf [maxStackModel]byte
-	same := s != "" && exactName(s, &buf) == s
-	got := isExactForm(s)
-	if got && !same {
-		t.Fatalf("isExactForm(%q) = true, but its exact name is %q", s, exactName(s, &buf))
-	}
+	ex := exactName(s, &buf)
 	ascii := true
 	for i := 0; i < len(s); i++ {
 		ascii = ascii && s[i] < 0x80
 	}
-	if ascii && got != same {
-		t.Fatalf("isExactForm(%q) = %v, want %v", s, got, same)
+	switch form := modelForm(s); {
+	case form == formExact:
+		if s == "" || ex != s {
+			t.Fatalf("modelForm(%q) = exact, but its exact name is %q", s, ex)
+		}
+	case form == formASCII:
+		if !ascii || strings.TrimSpace(s) != s || ex == s {
+			t.Fatalf("modelForm(%q) = ascii, exact name %q", s, ex)
+		}
+		if strhashLower(s) != strhash(ex) {
+			t.Fatalf("strhashLower(%q) differs from strhash(%q)", s, ex)
+		}
+		if !equalLower(ex, s) {
+			t.Fatalf("equalLower(%q, %q) = false", ex, s)
+		}
+	case ascii && s != "" && strings.TrimSpace(s) == s:
+		t.Fatalf("modelForm(%q) = other for a trimmed ASCII model", s)
+	}
+	if ascii {
+		lowered := strings.ToLower(s)
+		if strhashLower(s) != strhash(lowered) {
+			t.Fatalf("strhashLower(%q) differs from strhash(%q)", s, lowered)
+		}
+		if !equalLower(lowered, s) {
+			t.Fatalf("equalLower(%q, %q) = false", lowered, s)
+		}
+		// One changed byte must be noticed wherever it is.
+		for i := 0; i < len(s); i++ {
+			b := []byte(lowered)
+			b[i] ^= 0x01
+			if equalLower(string(b), s) {
+				t.Fatalf("equalLower(%q, %q) = true", b, s)
+			}
+		}
+		if equalLower(lowered+"x", s) {
+			t.Fatalf("equalLower ignores length")
+		}
 	}
 }
 
-func TestIsExactForm(t *testing.T) {
+func TestModelForm(t *testing.T) {
 	for _, s := range []string{
 		"", "a", "A", " a", "a ", "\ta", "gpt-4o", "GPT-4o", "gpt-4O", "model-5",
 		"claude-sonnet-4-5-20250929", "claude-sonnet-4-5-2025092Z", "Claude-sonnet-4-5-20250929",
 		"abcd", "abcD", "Abcd", "abcdE", "aBcde", "o3-Mini", "abcdefgh", "abcdefgH", "Abcdefgh", "abcdefghi", "abcdefghI", "@[`{", "a@b[c`d{e",
-		"modèle", "gpt-4o\u00a0", "ÀB", "az09-_.:/@[]`{}~", "12345678901234567",
+		"modèle", "gpt-4o\u00a0", "ÀB", "az09-_.:/@[]`{}~", "12345678901234567", "GPT-4o", "A", "AB", "Ab", "GEMINI-3.6-PRO-PREVIEW-0914", "Claude-Sonnet-4-5-20250929-Extended",
 	} {
 		checkExactForm(t, s)
 	}
 }
 
-func FuzzIsExactForm(f *testing.F) {
+func FuzzModelForm(f *testing.F) {
 	f.Add("gpt-4o")
 	f.Add(" GPT-4o ")
 	f.Add("a-long-model-name-with-Upper")
 	f.Fuzz(checkExactForm)
+}
+
+// Exact locks are found from any casing of the model, by each of the ways a
+// check takes to the exact key.
+func TestExactLockAnyCase(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, model := range []string{"o3", "GPT-4o", "Gemini-3.6-Pro", "Claude-Sonnet-4-5-20250929-Extended"} {
+		l := New(Config{Settings: Settings{Enabled: true}})
+		l.LockAt(Failure{Provider: "p", Connection: "c", Model: model, Scope: ScopeExact, Cooldown: time.Minute}, t0)
+		lower := strings.ToLower(model)
+		upper := strings.ToUpper(model)
+		for _, probe := range []string{model, lower, upper, " " + upper + "\t"} {
+			if _, _, locked := l.LockedAt("p", "c", probe, t0); !locked {
+				t.Errorf("exact lock of %q: %q reads unlocked", model, probe)
+			}
+		}
+		for _, probe := range []string{upper + "X", upper[:len(upper)-1], "x" + lower[1:]} {
+			if _, _, locked := l.LockedAt("p", "c", probe, t0); locked {
+				t.Errorf("exact lock of %q: %q reads locked", model, probe)
+			}
+		}
+		if _, _, locked := l.LockedAt("p", "other", upper, t0); locked {
+			t.Errorf("exact lock of %q leaks to another connection", model)
+		}
+	}
 }
