@@ -63,7 +63,7 @@ func (w *Weighted) Order(p *Pick) {
 		pin = w.sticky.get(comboName(p), maxStrategyCombos)
 		if pin.used > 0 && pin.used < limit {
 			for i, t := range ts {
-				if keyOf(t) == pin.key {
+				if pin.key.is(t) {
 					drawn = i
 					pin.used++
 					break
@@ -211,9 +211,9 @@ func NewStrictRandom(src rand.Source) *StrictRandom {
 	return &StrictRandom{rnd: newLockedRand(src)}
 }
 
-func (d *deck) has(k targetKey) bool {
-	for _, x := range d.dealt {
-		if x == k {
+func (d *deck) has(t *Target) bool {
+	for i := range d.dealt {
+		if d.dealt[i].is(t) {
 			return true
 		}
 	}
@@ -236,7 +236,7 @@ func (s *StrictRandom) Order(p *Pick) {
 	var dealt uint64
 	left := 0
 	for i, t := range ts {
-		if d.has(keyOf(t)) {
+		if d.has(t) {
 			if i < 64 {
 				dealt |= 1 << i
 			}
@@ -253,7 +253,7 @@ func (s *StrictRandom) Order(p *Pick) {
 	defer r.mu.Unlock()
 	k := r.r.IntN(left)
 	for i, t := range ts {
-		if i < 64 && dealt&(1<<i) != 0 || i >= 64 && d.has(keyOf(t)) {
+		if i < 64 && dealt&(1<<i) != 0 || i >= 64 && d.has(t) {
 			continue
 		}
 		if k == 0 {

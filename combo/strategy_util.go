@@ -217,7 +217,7 @@ func (i *instant) until(u time.Time) time.Duration {
 // target's fields are usually the very strings its key was built from) are
 // equal without comparing their bytes.
 func (k *targetKey) is(t *Target) bool {
-	return sameString(k.model, t.Model) && sameString(k.connection, t.Connection) &&
+	return sameString(k.connection, t.Connection) && sameString(k.model, t.Model) &&
 		sameString(k.provider, t.Provider)
 }
 
