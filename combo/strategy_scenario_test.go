@@ -1,7 +1,11 @@
 package combo_test
 
 import (
+	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,4 +250,38 @@ func TestQuotaShareTargetWithoutConnectionAlwaysHasRoom(t *testing.T) {
 	p := pick(&combo.Combo{Name: "noconn"}, ts, sig)
 	s.Order(p)
 	assert.Equal(t, []*combo.Target{ts[1], ts[2], ts[0]}, p.Targets, "no-connection target first, then at-cap, then saturated")
+}
+
+// Every built-in strategy orders from many goroutines at once (run with
+// -race): each result holds only targets of the input, each once.
+func TestStrategiesConcurrentUse(t *testing.T) {
+	ts, sig, q, hint := benchFleet()
+	for _, ns := range builtins(q, hint) {
+		t.Run(ns.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					c := &combo.Combo{Name: fmt.Sprint("c", g%3), Settings: combo.Settings{StickyLimit: g % 4}}
+					sig := maps.Clone(sig) // a fake view per goroutine: maps are not safe to share while written
+					for i := range 200 {
+						s := sig[ts[i%len(ts)]]
+						s.AvgLatency += time.Duration(g*1000+i) * time.Microsecond // new latency averages
+						sig[ts[i%len(ts)]] = s
+						p := &combo.Pick{Combo: c, Targets: slices.Clone(ts), Now: t0.Add(time.Duration(i) * time.Second),
+							Request: &combo.Request{Combo: c, PromptTokens: 1000}, Signals: sig}
+						ns.s.Order(p)
+						seen := map[*combo.Target]bool{}
+						for _, x := range p.Targets {
+							if x == nil || seen[x] || !slices.Contains(ts, x) {
+								t.Errorf("%s: bad order %v", ns.name, names(p.Targets))
+								return
+							}
+							seen[x] = true
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
 }
