@@ -76,7 +76,9 @@ func (s *QuotaShare) Order(p *Pick) {
 	ks, pooled := keysFor(&buf, n)
 	defer putKeys(pooled)
 
-	saturated := 0
+	// Classify in one pass; the fail-open cases are rare and fixed up
+	// after it.
+	saturated, atCap := 0, 0
 	for i, t := range ts {
 		class := shareRoom
 		if t.Connection != "" { // no connection, no bucket to saturate
@@ -85,31 +87,32 @@ func (s *QuotaShare) Order(p *Pick) {
 				saturated++
 			}
 		}
-		ks[i] = keyed{key: float64(class), n: statsOf(p, t).InFlight, t: t}
+		inFlight := statsOf(p, t).InFlight
+		if class == shareRoom && atItsCap(t, inFlight) {
+			class = shareAtCap
+			atCap++
+		}
+		ks[i] = keyed{key: float64(class), n: inFlight, t: t}
 	}
-	if saturated == n { // fail open
+	if saturated == n { // fail open: none is set aside as saturated
+		atCap = 0
 		for i := range ks {
 			ks[i].key = shareRoom
+			if atItsCap(ks[i].t, ks[i].n) {
+				ks[i].key = shareAtCap
+				atCap++
+			}
 		}
+		saturated = 0
 	}
-	room := 0
-	for i := range ks {
-		if ks[i].key != shareRoom {
-			continue
-		}
-		if t := ks[i].t; t.MaxConcurrent > 0 && t.Connection != "" && ks[i].n >= int64(t.MaxConcurrent) {
-			ks[i].key = shareAtCap
-		} else {
-			room++
-		}
-	}
-	if room == 0 { // fail open
+	room := n - saturated - atCap
+	if room == 0 { // fail open: every target with a cap counts as having room
 		for i := range ks {
 			if ks[i].key == shareAtCap {
 				ks[i].key = shareRoom
-				room++
 			}
 		}
+		room = atCap
 	}
 	if room < n {
 		sortKeyed(ts, ks) // stable: each class keeps its declared order
@@ -126,6 +129,12 @@ func (s *QuotaShare) Order(p *Pick) {
 	if ks[runnerUp].n < ks[win].n {
 		ts[0], ts[1] = ts[1], ts[0]
 	}
+}
+
+// atItsCap reports whether t names a connection with a cap that inFlight
+// requests reach.
+func atItsCap(t *Target, inFlight int64) bool {
+	return t.MaxConcurrent > 0 && t.Connection != "" && inFlight >= int64(t.MaxConcurrent)
 }
 
 // round runs one DRR round over the targets with room and returns the
