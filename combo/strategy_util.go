@@ -221,6 +221,8 @@ func (k *targetKey) is(t *Target) bool {
 		sameString(k.provider, t.Provider)
 }
 
+// sameString is a == b, without a call to compare bytes when both strings
+// share storage.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
