@@ -87,3 +87,31 @@ func BenchmarkDecayAtNothingToDecay(b *testing.B) {
 		l.DecayAt("openai", "other", "gpt-4o", t0)
 	}
 }
+
+// BenchmarkLockedAtSpread checks every locked model in turn, and as many
+// unlocked ones, so that with many entries most checks miss the CPU caches.
+func BenchmarkLockedAtSpread(b *testing.B) {
+	for _, n := range []int{1000, 100_000} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			l := populated(b, n)
+			now := t0.Add(time.Minute)
+			type probe struct{ conn, model string }
+			probes := make([]probe, 0, 2*n)
+			for i := range n {
+				conn := "conn-" + strconv.Itoa(i%100)
+				probes = append(probes, probe{conn, "model-" + strconv.Itoa(i)}, probe{conn, "other-" + strconv.Itoa(i)})
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				p := &probes[i]
+				if _, _, locked := l.LockedAt("openai", p.conn, p.model, now); locked != (i%2 == 0) {
+					b.Fatalf("%+v: locked = %v", *p, locked)
+				}
+				if i++; i == len(probes) {
+					i = 0
+				}
+			}
+		})
+	}
+}

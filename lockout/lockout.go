@@ -141,9 +141,13 @@ func (sh *shard) lookup(h uint64, k key) *entry {
 // stored; view is what lookups read; the other fields belong to writers and
 // are guarded by the shard's mutex.
 type entry struct {
-	key
+	// What lookups read comes first, to share as few cache lines as the
+	// entry allows.
 	hash uint64
 	view atomic.Pointer[lockView] // nil: no lock
+	key
+	first     lockView // the first view, stored with the entry; never changed once used
+	firstUsed bool
 
 	scope    Scope
 	reason   Reason
@@ -154,6 +158,17 @@ type entry struct {
 	lastFailureAt time.Time // zero: no failure recorded (manual lock)
 	resetAfter    time.Duration
 	lastCooldown  time.Duration
+}
+
+// publish stores e's lock for lookups. The caller holds the shard's lock.
+func (e *entry) publish() {
+	v := &e.first
+	if e.firstUsed {
+		v = new(lockView)
+	}
+	e.firstUsed = true
+	*v = lockView{until: e.until, reason: e.reason}
+	e.view.Store(v)
 }
 
 // lockView is the lock of an entry as lookups see it. A new one is stored
@@ -361,11 +376,12 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 		most = 2
 	}
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		e := t.slots[i].Load()
+		s := &t.slots[i]
+		e := s.e.Load()
 		if e == nil {
 			break
 		}
-		if e.hash == h && e != tombstone && e.name == model && e.connection == connection &&
+		if s.holds(e, h) && e.hash == h && e.name == model && e.connection == connection &&
 			e.provider == provider && (!e.exact || exactForm) {
 			if v := e.view.Load(); v != nil && !now.After(v.until) && (best == nil || v.until.After(best.until)) {
 				best = v
@@ -459,11 +475,12 @@ func asciiSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
 func lockedExactASCII(t *table, hc uint64, provider, connection, model string) *lockView {
 	h := keyHash(hc, strhashLower(model))
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		e := t.slots[i].Load()
+		s := &t.slots[i]
+		e := s.e.Load()
 		if e == nil {
 			return nil
 		}
-		if e.hash == h && e != tombstone && e.exact && e.connection == connection &&
+		if s.holds(e, h) && e.hash == h && e.exact && e.connection == connection &&
 			e.provider == provider && equalLower(e.name, model) {
 			return e.view.Load()
 		}
@@ -497,11 +514,12 @@ func (l *Lockout) visit(sh *shard, hc uint64, provider, connection, model string
 	// form, the exact key too.
 	h := keyHash(hc, strhash(model))
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		e := t.slots[i].Load()
+		s := &t.slots[i]
+		e := s.e.Load()
 		if e == nil {
 			break
 		}
-		if e.hash == h && e != tombstone && e.name == model && e.connection == connection &&
+		if s.holds(e, h) && e.hash == h && e.name == model && e.connection == connection &&
 			e.provider == provider && (!e.exact || ex == model) {
 			fn(e)
 		}
@@ -558,9 +576,18 @@ func (l *Lockout) keyFor(provider, connection string, scope Scope, model string,
 }
 
 // own returns k in memory of its own, for storing: a stored key must not
-// pin a caller's larger string or point into a stack buffer.
+// pin a caller's larger string or point into a stack buffer. The three
+// strings share one allocation, so that a lookup comparing them reads
+// adjacent memory.
 func (k key) own() key {
-	return key{strings.Clone(k.provider), strings.Clone(k.connection), strings.Clone(k.name), k.exact}
+	p, c := len(k.provider), len(k.provider)+len(k.connection)
+	var b strings.Builder
+	b.Grow(c + len(k.name))
+	b.WriteString(k.provider)
+	b.WriteString(k.connection)
+	b.WriteString(k.name)
+	s := b.String()
+	return key{s[:p], s[p:c], s[c:], k.exact}
 }
 
 // RecordFailure is shorthand for RecordFailureAt(f, time.Now()).
@@ -671,7 +698,7 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		e.until = newUntil
 		e.reason = reason
 		e.scope = scope
-		e.view.Store(&lockView{until: e.until, reason: e.reason})
+		e.publish()
 		if l.onChange != nil {
 			events = append(events, Change{Kind: ChangeLocked, Lock: e.info(now)})
 		}

@@ -10,7 +10,28 @@ import "sync/atomic"
 // free slot.
 type table struct {
 	mask  uint64
-	slots []atomic.Pointer[entry]
+	slots []slot
+}
+
+// slot holds an entry and a copy of its hash, so that a probe passes over
+// the slots of other hashes without reading their entries. The hash is
+// stored before the entry; a lookup that sees an entry then sees its hash
+// (or, racing with a reuse of the slot, a newer one, which at worst makes
+// it check the entry's key in full).
+type slot struct {
+	e    atomic.Pointer[entry]
+	hash atomic.Uint64
+}
+
+// holds reports whether s holds a live entry that may have hash h; the
+// caller has loaded e from s.
+func (s *slot) holds(e *entry, h uint64) bool {
+	return s.hash.Load() == h && e != tombstone
+}
+
+func (s *slot) store(e *entry) {
+	s.hash.Store(e.hash)
+	s.e.Store(e)
 }
 
 // tombstone fills the slot of a removed entry; probes pass over it.
@@ -19,7 +40,7 @@ var tombstone = new(entry)
 const minTableSize = 16
 
 func newTable(size int) *table {
-	return &table{mask: uint64(size - 1), slots: make([]atomic.Pointer[entry], size)}
+	return &table{mask: uint64(size - 1), slots: make([]slot, size)}
 }
 
 // tableSizeFor returns the table size that keeps n entries at a quarter of
@@ -36,11 +57,12 @@ func tableSizeFor(n int) int {
 // safe without the shard's lock.
 func (t *table) find(h uint64, k key) *entry {
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
-		e := t.slots[i].Load()
+		s := &t.slots[i]
+		e := s.e.Load()
 		if e == nil {
 			return nil
 		}
-		if e.hash == h && e != tombstone && e.key == k {
+		if s.holds(e, h) && e.hash == h && e.key == k {
 			return e
 		}
 	}
@@ -54,14 +76,14 @@ func (sh *shard) insert(e *entry) {
 		t = sh.rebuild(int(sh.live.Load()) + 1)
 	}
 	for i := e.hash & t.mask; ; i = (i + 1) & t.mask {
-		switch t.slots[i].Load() {
+		switch t.slots[i].e.Load() {
 		case nil:
 			sh.used++
 		case tombstone:
 		default:
 			continue
 		}
-		t.slots[i].Store(e)
+		t.slots[i].store(e)
 		sh.live.Add(1)
 		if e.exact {
 			sh.exact.Add(1)
@@ -80,15 +102,15 @@ func (sh *shard) rebuild(n int) *table {
 	used := 0
 	if old != nil {
 		for i := range old.slots {
-			e := old.slots[i].Load()
+			e := old.slots[i].e.Load()
 			if e == nil || e == tombstone {
 				continue
 			}
 			j := e.hash & t.mask
-			for t.slots[j].Load() != nil {
+			for t.slots[j].e.Load() != nil {
 				j = (j + 1) & t.mask
 			}
-			t.slots[j].Store(e)
+			t.slots[j].store(e)
 			used++
 		}
 	}
@@ -105,11 +127,11 @@ func (sh *shard) remove(e *entry) bool {
 		return false
 	}
 	for i := e.hash & t.mask; ; i = (i + 1) & t.mask {
-		switch t.slots[i].Load() {
+		switch t.slots[i].e.Load() {
 		case nil:
 			return false
 		case e:
-			t.slots[i].Store(tombstone)
+			t.slots[i].e.Store(tombstone)
 			e.view.Store(nil) // readers of an older table see it unlocked
 			sh.live.Add(-1)
 			if e.exact {
@@ -128,7 +150,7 @@ func (sh *shard) each(fn func(*entry)) {
 		return
 	}
 	for i := range t.slots {
-		if e := t.slots[i].Load(); e != nil && e != tombstone {
+		if e := t.slots[i].e.Load(); e != nil && e != tombstone {
 			fn(e)
 		}
 	}

@@ -24,7 +24,7 @@ func TestTableInvariants(t *testing.T) {
 			live, exact, used := 0, 0, 0
 			if tb != nil {
 				for i := range tb.slots {
-					e := tb.slots[i].Load()
+					e := tb.slots[i].e.Load()
 					if e == nil {
 						continue
 					}
@@ -35,6 +35,9 @@ func TestTableInvariants(t *testing.T) {
 					live++
 					if e.exact {
 						exact++
+					}
+					if h := tb.slots[i].hash.Load(); h != e.hash {
+						t.Errorf("%s: shard %d: slot %d keeps hash %x for an entry of hash %x", phase, si, i, h, e.hash)
 					}
 					if got := tb.find(e.hash, e.key); got != e {
 						t.Errorf("%s: shard %d: entry %+v not found by its key", phase, si, e.key)
