@@ -1,6 +1,7 @@
 package lockout_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,5 +25,17 @@ func TestLockedAtAllocatesNothing(t *testing.T) {
 	allocs = testing.AllocsPerRun(200, func() { l.DecayAt("openai", "nobody", "gpt-4o", now) })
 	if allocs != 0 {
 		t.Errorf("DecayAt with nothing to decay allocates %v times, want 0", allocs)
+	}
+}
+
+func TestLockedAtLongUpperCaseAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("alloc counts are unreliable in short mode runs with -race")
+	}
+	l := populated(t, 300)
+	long := "Model-" + strings.Repeat("X", 200)
+	allocs := testing.AllocsPerRun(200, func() { l.LockedAt("openai", "conn-5", long, t0) })
+	if allocs != 0 {
+		t.Errorf("LockedAt of a long upper-case model allocates %v times, want 0", allocs)
 	}
 }

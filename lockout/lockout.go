@@ -343,9 +343,9 @@ func (l *Lockout) Locked(provider, connection, model string) (until time.Time, r
 // of those locks (the model is locked at until itself) and reason belongs
 // to that lock. A disabled Lockout reports every model unlocked.
 //
-// LockedAt allocates nothing unless model has non-ASCII upper-case letters
-// or is longer than 128 bytes with upper-case letters, or a custom
-// [FamilyFunc] allocates.
+// LockedAt takes no lock. It allocates nothing unless model has non-ASCII
+// upper-case letters, or is longer than 128 bytes with both upper-case
+// letters and surrounding white space, or a custom [FamilyFunc] allocates.
 func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (until time.Time, reason Reason, locked bool) {
 	c := l.cfg.Load()
 	if c == nil || !c.Enabled || model == "" {
