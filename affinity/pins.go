@@ -108,11 +108,10 @@ type Config struct {
 // Pins pins client sessions to connections, per provider.
 //
 // A pin lives for its TTL after its last use (sliding expiry, in steps of at
-// most a second). Selection
-// only ever chooses among the caller's candidates: a live pin whose
-// connection is a candidate wins; a pin whose connection is not a candidate
-// is dropped for good (hard rebind); otherwise the least recently used
-// candidate is chosen: candidates never used first (lower priority first),
+// most a second). Selection only ever chooses among the caller's
+// candidates: a live pin whose connection is a candidate wins; a pin whose
+// connection is not a candidate is dropped for good (hard rebind); otherwise
+// the least recently used candidate is chosen: candidates never used first (lower priority first),
 // then the one used longest ago, then the one with fewer consecutive uses,
 // then lower priority, then candidate order.
 //
@@ -258,9 +257,9 @@ func (p *Pins) Pin(r Request, connection string) bool {
 // PinAt pins the session to connection, typically after connection has
 // served the request, and records the use of connection. A live pin to the
 // same connection slides (keeping its creation time) in the steps described
-// at [Pins.SelectAt]; a pin to another
-// connection is replaced. It reports false, changing nothing, when the key
-// is zero, connection is empty, or affinity is disabled for the provider.
+// at [Pins.SelectAt]; a pin to another connection is replaced. It reports
+// false, changing nothing, when the key is zero, connection is empty, or
+// affinity is disabled for the provider.
 func (p *Pins) PinAt(r Request, connection string, now time.Time) bool {
 	ttl := p.TTLFor(r.Provider, r.TTL)
 	if r.Key.IsZero() || connection == "" || ttl <= 0 {
