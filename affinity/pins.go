@@ -111,9 +111,9 @@ type Config struct {
 // most a second). Selection only ever chooses among the caller's
 // candidates: a live pin whose connection is a candidate wins; a pin whose
 // connection is not a candidate is dropped for good (hard rebind); otherwise
-// the least recently used candidate is chosen: candidates never used first (lower priority first),
-// then the one used longest ago, then the one with fewer consecutive uses,
-// then lower priority, then candidate order.
+// the least recently used candidate is chosen: candidates never used first
+// (lower priority first), then the one used longest ago, then the one with
+// fewer consecutive uses, then lower priority, then candidate order.
 //
 // There are two ways to use Pins. [Pins.SelectAt] (and [Pins.ChooseAt])
 // commit at once: a hit slides the pin, a new choice is pinned before the
