@@ -59,3 +59,41 @@ func TestConcurrentUse(t *testing.T) {
 		t.Error("no change was reported")
 	}
 }
+
+// TestChecksDuringRebuilds keeps checking locks that never change while
+// another goroutine writes and clears thousands of other keys of the same
+// connections, so that the tables the checks read are grown, filled with
+// tombstones and rebuilt under them. The checks must never miss a lock.
+func TestChecksDuringRebuilds(t *testing.T) {
+	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true, MaxEntries: 1 << 20}})
+	conns := []string{"a", "b", "c", "d"}
+	for _, c := range conns {
+		l.LockAt(lockout.Failure{Provider: "p", Connection: c, Model: "Fixed-Model", Scope: lockout.ScopeExact, Cooldown: time.Hour}, t0)
+		l.LockAt(lockout.Failure{Provider: "p", Connection: c, Model: "fixed", Scope: lockout.ScopeModel, Cooldown: time.Hour}, t0)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				c := conns[(i+r)%len(conns)]
+				for _, m := range []string{"fixed", "fixed-model", "FIXED-MODEL", " Fixed-Model "} {
+					if _, _, locked := l.LockedAt("p", c, m, t0); !locked {
+						t.Errorf("%s/%q read unlocked", c, m)
+						return
+					}
+				}
+			}
+		})
+	}
+	for i := range 6000 {
+		c := conns[i%len(conns)]
+		m := "m" + strconv.Itoa(i)
+		l.LockAt(lockout.Failure{Provider: "p", Connection: c, Model: m, Scope: lockout.Scope(1 + i%3), Cooldown: time.Minute}, t0)
+		if i%3 == 0 {
+			l.ClearAt("p", c, m, t0)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+}
