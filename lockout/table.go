@@ -6,8 +6,8 @@ import "sync/atomic"
 // reads need no lock: lookups load slots atomically, while writers, holding
 // their shard's mutex, publish entries into free slots, replace removed ones
 // with the tombstone, and swap in a rebuilt table when too few slots stay
-// free. At most half the slots are ever in use, so a probe always ends at a
-// free slot.
+// free. At most three eighths of the slots are ever in use, which keeps
+// probes short and makes every probe end at a free slot.
 type table struct {
 	mask  uint64
 	slots []slot
@@ -72,7 +72,7 @@ func (t *table) find(h uint64, k key) *entry {
 // shard's lock.
 func (sh *shard) insert(e *entry) {
 	t := sh.tab.Load()
-	if t == nil || 2*(sh.used+1) > len(t.slots) {
+	if t == nil || 8*(sh.used+1) > 3*len(t.slots) {
 		t = sh.rebuild(int(sh.live.Load()) + 1)
 	}
 	for i := e.hash & t.mask; ; i = (i + 1) & t.mask {
