@@ -21,7 +21,7 @@ func TestTableInvariants(t *testing.T) {
 			sh := &l.shards[si]
 			sh.mu.Lock()
 			tb := sh.tab.Load()
-			live, exact, used := 0, 0, 0
+			live, exact, used, twins := 0, 0, 0, 0
 			if tb != nil {
 				for i := range tb.slots {
 					e := tb.slots[i].e.Load()
@@ -35,6 +35,9 @@ func TestTableInvariants(t *testing.T) {
 					live++
 					if e.exact {
 						exact++
+						if tb.find(e.hash, e.twin()) != nil {
+							twins++
+						}
 					}
 					if h := tb.slots[i].hash.Load(); h != e.hash {
 						t.Errorf("%s: shard %d: slot %d keeps hash %x for an entry of hash %x", phase, si, i, h, e.hash)
@@ -47,9 +50,9 @@ func TestTableInvariants(t *testing.T) {
 					t.Errorf("%s: shard %d: %d of %d slots in use", phase, si, used, len(tb.slots))
 				}
 			}
-			if int64(live) != sh.live.Load() || int64(exact) != sh.exact.Load() || used != sh.used {
-				t.Errorf("%s: shard %d: counted live %d exact %d used %d, recorded %d %d %d",
-					phase, si, live, exact, used, sh.live.Load(), sh.exact.Load(), sh.used)
+			if int64(live) != sh.live.Load() || int64(exact) != sh.exact.Load() || used != sh.used || int64(twins) != sh.twins.Load() {
+				t.Errorf("%s: shard %d: counted live %d exact %d used %d twins %d, recorded %d %d %d %d",
+					phase, si, live, exact, used, twins, sh.live.Load(), sh.exact.Load(), sh.used, sh.twins.Load())
 			}
 			total += live
 			sh.mu.Unlock()
@@ -66,17 +69,36 @@ func TestTableInvariants(t *testing.T) {
 			Scope: Scope(1 + i%3), Cooldown: time.Duration(1+i%50) * time.Minute,
 		}, t0)
 	}
+	// Twins: exact keys for some of the model keys written above.
+	for i := 1; i < n; i += 9 {
+		l.LockAt(Failure{
+			Provider: "p", Connection: "c" + strconv.Itoa(i%37), Model: "m-" + strconv.Itoa(i),
+			Scope: ScopeModel, Cooldown: time.Minute,
+		}, t0)
+		l.LockAt(Failure{
+			Provider: "p", Connection: "c" + strconv.Itoa(i%37), Model: "M-" + strconv.Itoa(i),
+			Scope: ScopeExact, Cooldown: 20 * time.Minute,
+		}, t0)
+	}
 	check("filled")
-	if l.Len() != n {
-		t.Fatalf("Len() = %d, want %d", l.Len(), n)
+	twins := int64(0)
+	for si := range l.shards {
+		twins += l.shards[si].twins.Load()
+	}
+	if twins == 0 {
+		t.Fatal("no twins recorded")
+	}
+	// A model with both keys reads the later of their locks.
+	for i := 1; i < n; i += 9 {
+		until, _, locked := l.LockedAt("p", "c"+strconv.Itoa(i%37), "m-"+strconv.Itoa(i), t0)
+		if !locked || !until.Equal(t0.Add(20*time.Minute)) {
+			t.Fatalf("m-%d: locked %v until %v, want the exact key's lock to %v", i, locked, until, t0.Add(20*time.Minute))
+		}
 	}
 	for i := 0; i < n; i += 2 {
 		l.ClearAt("p", "c"+strconv.Itoa(i%37), "M-"+strconv.Itoa(i), t0)
 	}
 	check("half cleared")
-	if l.Len() != n/2 {
-		t.Fatalf("Len() = %d, want %d", l.Len(), n/2)
-	}
 	for i := 1; i < n; i += 2 {
 		if _, _, locked := l.LockedAt("p", "c"+strconv.Itoa(i%37), "M-"+strconv.Itoa(i), t0); !locked {
 			t.Fatalf("M-%d not locked after its neighbours were cleared", i)
