@@ -470,10 +470,6 @@ func modelForm(model string) int {
 	return formExact
 }
 
-// isExactForm reports whether model is ASCII and already trimmed and
-// lower-case, so that it is its own exact key.
-func isExactForm(model string) bool { return modelForm(model) == formExact }
-
 // asciiSpace reports whether c is ASCII white space as strings.TrimSpace
 // sees it.
 func asciiSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
