@@ -58,6 +58,14 @@ type Config struct {
 	// quota-aware strategies (reset-aware, reset-window, headroom,
 	// quota-share, auto); nil means every quota is unknown.
 	Quota QuotaSource
+	// NoQuotaShareSlot turns off the quota-share connection slot: by
+	// default a quota-share request first takes a slot of its first
+	// target's connection (capped by Target.MaxConcurrent, waiting up to
+	// Settings.QueueTimeout behind at most Settings.QueueDepth others) and
+	// holds it for the whole request, fallbacks included. The slot fails
+	// open: when the queue is full or the wait times out, the request goes
+	// on without it. It needs Queue.
+	NoQuotaShareSlot bool
 	// CacheHint ranks targets by how likely they hold the request's cached
 	// prompt prefix, for the cache-optimized strategy; nil keeps the
 	// declared order.

@@ -142,6 +142,7 @@ func (r *Router) breakerState(provider string) BreakerState {
 type handle struct {
 	done    func(breaker.Report)
 	release func()
+	slot    queue.Grant // round-robin's per-target slot
 }
 
 // report tells the breaker the outcome, once.
@@ -168,13 +169,16 @@ func (h *handle) releaseSlot() {
 		h.release()
 		h.release = nil
 	}
+	h.slot.Release()
+	h.slot = queue.Grant{}
 }
 
 // begin takes what an attempt needs: an admission slot (waiting if the queue
-// says so), a fresh lease fence after that wait, and the breaker's
-// admission. It returns a skip when a layer refuses the target now, and an
-// error when the caller's context ended or the lease is no longer valid.
-func (r *Router) begin(ctx context.Context, t *Target, req *Request) (*handle, *Exclusion, error) {
+// says so), round-robin's per-target slot, a fresh lease fence after those
+// waits, and the breaker's admission. It returns a skip when a layer refuses
+// the target now, and an error when the caller's context ended or the lease
+// is no longer valid.
+func (r *Router) begin(ctx context.Context, t *Target, req *Request, set Settings) (*handle, *Exclusion, error) {
 	h := &handle{}
 	skip := func(reason Reason, detail string, wait time.Duration) (*handle, *Exclusion, error) {
 		h.releaseSlot()
@@ -190,6 +194,23 @@ func (r *Router) begin(ctx context.Context, t *Target, req *Request) (*handle, *
 			return skip(ReasonQueueFull, queueCode(err), 0)
 		}
 		h.release = release
+		if req.Combo.Strategy == StrategyRoundRobin {
+			// The connection's cap, else the combo's per-model concurrency.
+			limit := t.MaxConcurrent
+			if limit <= 0 {
+				limit = set.ConcurrencyPerModel
+			}
+			g, err := q.AcquireMany(ctx, []queue.Need{{Key: "rr:" + t.String(), Cap: limit}},
+				queue.ManyOptions{Timeout: set.QueueTimeout, MaxQueue: set.QueueDepth})
+			if err != nil {
+				if ctx.Err() != nil {
+					h.releaseSlot()
+					return nil, nil, ctx.Err()
+				}
+				return skip(ReasonQueueFull, queueCode(err), 0)
+			}
+			h.slot = g
+		}
 	}
 	if req.Lease != nil && r.cfg.Leases != nil {
 		if err := r.fence(ctx, req, t.Connection); err != nil {

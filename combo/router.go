@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/routeguard/routeguard/queue"
 )
 
 // Request is one request to route through a combo.
@@ -226,10 +228,38 @@ func (r *Router) order(s Strategy, req *Request, st *reqState, now time.Time) {
 	s.Order(&st.pick)
 	st.eligible = st.pick.Targets
 	st.pick = Pick{}
-	if req.Session != "" && req.Combo.Strategy != "" && req.Combo.Strategy != StrategyPriority &&
-		req.Combo.Strategy != StrategyFillFirst {
+	// Priority and fill-first keep their declared order; cache-optimized's
+	// order beats session stickiness.
+	switch req.Combo.Strategy {
+	case "", StrategyPriority, StrategyFillFirst, StrategyCacheOptimized:
+		return
+	}
+	if req.Session != "" {
 		r.applyPin(req, st.eligible, now)
 	}
+}
+
+// quotaShareSlot takes the quota-share slot of the first ordered target's
+// connection (see Config.NoQuotaShareSlot). It fails open, so its only error
+// is the end of ctx.
+func (r *Router) quotaShareSlot(ctx context.Context, req *Request, ordered []*Target, set Settings) (queue.Grant, error) {
+	q := r.cfg.Queue
+	if q == nil || r.cfg.NoQuotaShareSlot || req.Combo.Strategy != StrategyQuotaShare || len(ordered) == 0 {
+		return queue.Grant{}, nil
+	}
+	t := ordered[0]
+	if t.Connection == "" || t.MaxConcurrent <= 0 {
+		return queue.Grant{}, nil
+	}
+	g, err := q.AcquireMany(ctx, []queue.Need{{Key: "qsconn:" + t.Connection, Cap: t.MaxConcurrent}},
+		queue.ManyOptions{Timeout: set.QueueTimeout, MaxQueue: set.QueueDepth, FailOpen: true})
+	if err != nil {
+		return queue.Grant{}, err
+	}
+	if g.Bypassed != nil {
+		r.log.Warn("combo: quota-share slot bypassed", "connection", t.Connection, "err", g.Bypassed)
+	}
+	return g, nil
 }
 
 // Do routes req: it screens the combo's targets through every layer, orders
@@ -283,6 +313,9 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 	waitLeft := set.CooldownWait.Budget
 	var last *failure
 	attempted := 0
+	var share queue.Grant // quota-share's connection slot, taken once
+	defer func() { share.Release() }()
+	ordered := false
 	for {
 		now := r.now()
 		r.screen(&req, st, now)
@@ -305,6 +338,12 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			return res, terminalError(c.Name, len(c.Targets), attempted, st.excluded, st.skipped)
 		}
 		r.order(strat, &req, st, now)
+		if !ordered {
+			ordered = true
+			if share, err = r.quotaShareSlot(ctx, &req, st.eligible, set); err != nil {
+				return res, err
+			}
+		}
 
 		for _, t := range st.eligible {
 			if budget == 0 {
@@ -377,7 +416,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // lease is no longer valid.
 func (r *Router) attempt(ctx context.Context, t *Target, req *Request, set Settings, st *reqState, res *Result, send SendFunc) (*http.Response, *failure, error) {
 	start := r.now()
-	h, skip, err := r.begin(ctx, t, req)
+	h, skip, err := r.begin(ctx, t, req, set)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -711,3 +711,98 @@ func TestBreakerCountsOneConnectionOncePerFiveSeconds(t *testing.T) {
 		assert.Equal(t, 5, f.up["openai"].Total())
 	})
 }
+
+// The cache-affinity hint beats session stickiness: a session pinned to k1
+// goes to the connection the hint names.
+func TestCacheHintBeatsSessionPin(t *testing.T) {
+	f := newFleet(t, "openai")
+	hinted := ""
+	f.cfg.CacheHint = func(_ *combo.Request, t *combo.Target) float64 {
+		if t.Connection == hinted {
+			return 1
+		}
+		return 0
+	}
+	f.rebuild()
+	c := &combo.Combo{Name: "cache", Strategy: combo.StrategyCacheOptimized,
+		Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m")}}
+	session := func(r *combo.Request) { r.Session = "agent-7" }
+	res, err := f.do(t, c, session)
+	require.NoError(t, err)
+	require.Equal(t, "k1", res.Target.Connection, "no hint: declared order, and the session is pinned to k1")
+
+	hinted = "k2"
+	res, err = f.do(t, c, session)
+	require.NoError(t, err)
+	assert.Equal(t, "k2", res.Target.Connection, "the hinted connection goes first, ahead of the pin")
+}
+
+// Queue scenario 5: a quota-share request holds a slot of its first
+// connection for the whole request; with the cap held and the queue full, a
+// request goes on without a slot instead of failing.
+func TestQuotaShareSlotFailsOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.up["openai"].Script("", combotest.OK("slow").After(10*time.Second))
+		c := &combo.Combo{Name: "qs", Strategy: combo.StrategyQuotaShare,
+			Settings: combo.Settings{QueueDepth: 1},
+			Targets:  []combo.Target{{Provider: "openai", Connection: "c1", Model: "m", MaxConcurrent: 1}}}
+		done := make(chan time.Duration, 3)
+		start := time.Now()
+		for range 2 {
+			go func() {
+				_, err := f.do(t, c)
+				assert.NoError(t, err)
+				done <- time.Since(start)
+			}()
+			synctest.Wait()
+		}
+		assert.Equal(t, 1, f.up["openai"].Total(), "the second request waits for the slot")
+
+		go func() {
+			_, err := f.do(t, c)
+			assert.NoError(t, err)
+			done <- time.Since(start)
+		}()
+		synctest.Wait()
+		assert.Equal(t, 2, f.up["openai"].Total(), "the queue is full: the third goes on without a slot")
+
+		assert.Equal(t, 10*time.Second, <-done)
+		assert.Equal(t, 10*time.Second, <-done)
+		assert.Equal(t, 20*time.Second, <-done, "the waiter got the slot when the first finished")
+		assert.Equal(t, 3, f.up["openai"].Total())
+	})
+}
+
+// Round-robin caps each target at its connection's MaxConcurrent, else the
+// combo's ConcurrencyPerModel; a target whose slot queue is full or whose
+// wait times out is skipped like a full admission queue.
+func TestRoundRobinPerTargetConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.up["openai"].Script("", combotest.OK("slow").After(10*time.Second))
+		c := &combo.Combo{Name: "rr", Strategy: combo.StrategyRoundRobin,
+			Settings: combo.Settings{ConcurrencyPerModel: 1, QueueDepth: 1, QueueTimeout: time.Second},
+			Targets:  []combo.Target{target("openai", "k1", "m")}}
+		first := make(chan error, 1)
+		go func() { _, err := f.do(t, c); first <- err }()
+		synctest.Wait()
+		waiter := make(chan error, 1)
+		start := time.Now()
+		go func() { _, err := f.do(t, c); waiter <- err }()
+		synctest.Wait()
+
+		res, err := f.do(t, c)
+		var te *combo.TerminalError
+		require.ErrorAs(t, err, &te, "the slot queue is full")
+		assert.Equal(t, combo.ReasonQueueFull, te.Excluded[0].Reason)
+		assert.Equal(t, []string{"openai/k1/m:skipped:queue_full"}, outcomes(res))
+
+		err = <-waiter
+		require.ErrorAs(t, err, &te, "the waiter timed out")
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Equal(t, combo.ReasonQueueFull, te.Excluded[0].Reason)
+		assert.NoError(t, <-first)
+		assert.Equal(t, 1, f.up["openai"].Total())
+	})
+}
