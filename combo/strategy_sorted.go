@@ -98,22 +98,53 @@ func promptTokens(p *Pick) int {
 	return p.Request.PromptTokens
 }
 
-// LastKnownGood (lkgp) moves the target that succeeded most recently to the
-// front; the others keep the declared order. With no success recorded yet
-// the declared order stands.
+// LastKnownGood (lkgp) moves the last known good target to the front; the
+// others keep the declared order. The last known good is the provider and
+// connection of the combo's target that succeeded most recently, eligible
+// now or not. When it cannot take this request, the first eligible target
+// of the same connection, else of the same provider, else one whose model
+// is named "<provider>/…" goes first. With no success recorded yet, or no
+// match, the declared order stands.
 type LastKnownGood struct{}
 
 // Order moves the last known good target first.
 func (LastKnownGood) Order(p *Pick) {
-	best := -1
-	var bestAt int64
-	for i, t := range p.Targets {
-		ls := statsOf(p, t).LastSuccess
-		if ls.IsZero() {
-			continue
+	var good *Target
+	var goodAt int64
+	consider := func(t *Target) {
+		if ls := statsOf(p, t).LastSuccess; !ls.IsZero() && (good == nil || ls.UnixNano() > goodAt) {
+			good, goodAt = t, ls.UnixNano()
 		}
-		if at := ls.UnixNano(); best < 0 || at > bestAt {
-			best, bestAt = i, at
+	}
+	for _, t := range p.Targets {
+		consider(t)
+	}
+	if p.Combo != nil {
+		for i := range p.Combo.Targets {
+			consider(&p.Combo.Targets[i])
+		}
+	}
+	if good == nil {
+		return
+	}
+	// Match ranks: 3 the same target, 2 the same connection, 1 the same
+	// provider, 0 a model under the provider's prefix.
+	best, bestRank := -1, -1
+	for i, t := range p.Targets {
+		rank := -1
+		switch {
+		case t.Provider == good.Provider && t.Connection == good.Connection && t.Model == good.Model:
+			rank = 3
+		case t.Provider == good.Provider && t.Connection == good.Connection:
+			rank = 2
+		case t.Provider == good.Provider:
+			rank = 1
+		case len(t.Model) > len(good.Provider) && t.Model[len(good.Provider)] == '/' &&
+			t.Model[:len(good.Provider)] == good.Provider:
+			rank = 0
+		}
+		if rank > bestRank {
+			best, bestRank = i, rank
 		}
 	}
 	toFront(p.Targets, best)

@@ -330,6 +330,48 @@ func TestLastKnownGood(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c", "d"}, order(combo.LastKnownGood{}, nil, ts, nil))
 }
 
+// When the last known good target is not eligible now, lkgp falls back to
+// its connection, then its provider, then a model under "<provider>/".
+func TestLastKnownGoodFallsBack(t *testing.T) {
+	c := &combo.Combo{Name: "lkgp", Targets: []combo.Target{
+		{Provider: "openai", Connection: "k1", Model: "gpt-4o"},        // last good, locked now
+		{Provider: "anthropic", Connection: "a1", Model: "claude"},     // 0
+		{Provider: "router", Connection: "r1", Model: "openai/gpt-4o"}, // 1: model prefix
+		{Provider: "openai", Connection: "k2", Model: "gpt-4o"},        // 2: same provider
+		{Provider: "openai", Connection: "k1", Model: "gpt-4o-mini"},   // 3: same connection
+	}}
+	all := make([]*combo.Target, len(c.Targets))
+	for i := range c.Targets {
+		all[i] = &c.Targets[i]
+	}
+	sig := signals{all[0]: {LastSuccess: t0}, all[1]: {LastSuccess: t0.Add(-time.Hour)}}
+	names := func(ts []*combo.Target) []string {
+		out := make([]string, len(ts))
+		for i, t := range ts {
+			out[i] = t.Provider + "/" + t.Connection + "/" + t.Model
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		eligible []int
+		first    string
+	}{
+		{[]int{1, 2, 3, 4, 0}, "openai/k1/gpt-4o"},
+		{[]int{1, 2, 3, 4}, "openai/k1/gpt-4o-mini"},
+		{[]int{1, 2, 3}, "openai/k2/gpt-4o"},
+		{[]int{1, 2}, "router/r1/openai/gpt-4o"},
+		{[]int{1}, "anthropic/a1/claude"},
+	} {
+		var ts []*combo.Target
+		for _, i := range tc.eligible {
+			ts = append(ts, all[i])
+		}
+		p := pick(c, ts, sig)
+		combo.LastKnownGood{}.Order(p)
+		assert.Equal(t, tc.first, names(p.Targets)[0], "eligible %v", tc.eligible)
+	}
+}
+
 func TestCacheOptimized(t *testing.T) {
 	ts := mk("a", "b", "c")
 	hint := func(req *combo.Request, t *combo.Target) float64 {
