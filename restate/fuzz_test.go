@@ -133,6 +133,7 @@ func FuzzParseStreamError(f *testing.F) {
 	f.Add([]byte(`{"error":{"code":"429","status":"RESOURCE_EXHAUSTED"}}`))
 	f.Add([]byte("event: error\r\ndata: not json\r\n"))
 	f.Add([]byte("data: [DONE]\n"))
+	f.Add([]byte("event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"error\":{\"code\":\"rate_limit_exceeded\"}}}\n\n"))
 	f.Fuzz(func(t *testing.T, event []byte) {
 		status, payload, ok := ParseStreamError(event)
 		if ok != (status != 0) {

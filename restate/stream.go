@@ -26,10 +26,12 @@ var errorTypeStatus = map[string]int{
 // ParseStreamError extracts the error carried by one SSE event: the lines
 // of one event ("event: error", "data: {...}") or a bare JSON payload. A
 // payload is an error when it has an "error" member or "type": "error", or
-// when the event is named "error". The status is the error's numeric status
-// or code when it lies in 400..599, else the one its type or code names
-// (rate_limit_error → 429, overloaded_error → 503, authentication_error →
-// 401, …), else 500. Only the first 64 KiB of the event are read.
+// when the event is named "error"; a Responses API "response.failed" event
+// (by type or by name) is an error too, read from its response.error
+// member. The status is the error's numeric status or code when it lies in
+// 400..599, else the one its type or code names (rate_limit_error → 429,
+// overloaded_error → 503, authentication_error → 401, …), else 500. Only
+// the first 64 KiB of the event are read.
 func ParseStreamError(event []byte) (status int, payload []byte, ok bool) {
 	if len(event) > maxEvent {
 		event = event[:maxEvent]
@@ -72,10 +74,18 @@ func ParseStreamError(event []byte) (status int, payload []byte, ok bool) {
 	}
 	errv, hasErr := o["error"]
 	typ, _ := o["type"].(string)
-	if !hasErr && typ != "error" && name != "error" {
+	failed := typ == "response.failed" || name == "response.failed"
+	if failed && (errv == nil || !hasErr) {
+		// A failed Responses API answer carries its error in response.error.
+		if resp, ok := o["response"].(map[string]any); ok && resp["error"] != nil {
+			errv, hasErr = resp["error"], true
+		}
+	}
+	named := typ == "error" || name == "error" || failed
+	if !hasErr && !named {
 		return 0, nil, false
 	}
-	if errv == nil && hasErr && typ != "error" && name != "error" {
+	if errv == nil && hasErr && !named {
 		return 0, nil, false // "error": null is not an error
 	}
 	e, _ := errv.(map[string]any)

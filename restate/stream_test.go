@@ -22,6 +22,12 @@ func TestParseStreamError(t *testing.T) {
 		{"unknown type", "data: {\"error\":{\"type\":\"weird\"}}\n", 500, true},
 		{"error event with text", "event: error\ndata: upstream exploded\n", 500, true},
 		{"crlf", "event: error\r\ndata: {\"error\":{\"type\":\"authentication_error\"}}\r\n", 401, true},
+		{"responses failed rate limit", "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"Rate limit reached\"}}}\n\n", 429, true},
+		{"responses failed bare payload", `{"type":"response.failed","response":{"error":{"code":"server_error","message":"boom"}}}`, 500, true},
+		{"responses failed numeric code", `{"type":"response.failed","error":null,"response":{"error":{"code":503}}}`, 503, true},
+		{"responses failed by name only", "event: response.failed\ndata: {\"response\":{\"error\":{\"code\":\"insufficient_quota\"}}}\n", 429, true},
+		{"responses failed without error", `{"type":"response.failed","response":{"status":"failed"}}`, 500, true},
+		{"responses completed", `{"type":"response.completed","response":{"status":"completed","error":null}}`, 0, false},
 		{"normal chunk", "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n", 0, false},
 		{"done", "data: [DONE]\n", 0, false},
 		{"null error", "data: {\"error\":null}\n", 0, false},
@@ -55,6 +61,20 @@ func TestClassifyEventRestates(t *testing.T) {
 		[]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n"), t0)
 	if !ok || v.Status != 503 || v.Reason != ReasonModelCapacity || v.Mode != CooldownBackoff {
 		t.Errorf("overloaded event = %+v, %v", v, ok)
+	}
+}
+
+// A failed Responses API answer inside a 200 stream is classified like the
+// HTTP error it reports.
+func TestClassifyEventResponsesFailed(t *testing.T) {
+	c := &Classifier{}
+	ev := []byte(`{"type":"response.failed","response":{"status":"failed","error":{"code":"rate_limit_exceeded","message":"Rate limit reached. Please try again in 20s."}}}`)
+	v, ok := c.ClassifyEventAt(Response{Provider: "openai", Auth: AuthAPIKey, Status: 200}, ev, t0)
+	want := Verdict{Status: 429, FromStatus: 429, ClientRetryAfter: 20 * time.Second,
+		Reason: ReasonRateLimit, Kind: KindStatusRule, Mode: CooldownBackoff, HintOverrides: true, ShouldFallback: true,
+		Hint: Hint{20 * time.Second, HintText, CapRateLimit}}
+	if !ok || v != want {
+		t.Errorf("ClassifyEventAt = %+v, %v\nwant %+v", v, ok, want)
 	}
 }
 
