@@ -155,13 +155,13 @@ func (b *Breaker) admit() (gen uint64, probe bool, err error) {
 	case st == HalfOpen && b.probeDone == nil:
 		gd, gerr := b.probeSlotLocked()
 		if gerr != nil {
-			err = &OpenError{Provider: b.name, State: HalfOpen, RetryAfter: retry}
+			err = &OpenError{Provider: b.name, State: HalfOpen, RetryAfter: retry, Kind: b.kind}
 			break
 		}
 		b.probeDone, b.probeStart = gd, now
 		gen, probe = b.gen, true
 	default:
-		err = &OpenError{Provider: b.name, State: st, RetryAfter: retry}
+		err = &OpenError{Provider: b.name, State: st, RetryAfter: retry, Kind: b.kind}
 	}
 	ch, fire := b.noteLocked(now)
 	b.mu.Unlock()

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -89,6 +90,18 @@ func TestScenarioOpensAtEight(t *testing.T) {
 		assert.Equal(t, 50, oe.RetryAfterSeconds())
 		assert.Equal(t, 503, oe.HTTPStatus())
 		assert.Equal(t, "provider_circuit_open", oe.Code())
+		assert.Equal(t, KindNone, oe.Kind)
+
+		// The gate's answer: 503, Retry-After 50, the breaker header and
+		// the error envelope (no failure_kind for failures without a kind).
+		rec := httptest.NewRecorder()
+		oe.WriteHTTP(rec)
+		assert.Equal(t, 503, rec.Code)
+		assert.Equal(t, "50", rec.Header().Get("Retry-After"))
+		assert.Equal(t, "open", rec.Header().Get("X-OmniRoute-Provider-Breaker"))
+		assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		assert.JSONEq(t, `{"error":{"message":"Provider openai circuit breaker is open","type":"server_error",
+			"code":"provider_circuit_open","provider":"openai","retry_after":50}}`, rec.Body.String())
 	})
 }
 

@@ -31,6 +31,12 @@
 // (429, 401, 403, 529, "overloaded" answers, context cancellation, local
 // errors) is [Ignored]: neither a success nor a failure.
 //
+// A refusal is an [*OpenError] (matching [ErrOpen]) that carries the wait
+// and the kind of the last failure; [OpenError.WriteHTTP] writes the
+// gateway's answer to it: 503, Retry-After, the
+// X-OmniRoute-Provider-Breaker header and the provider_circuit_open error
+// envelope.
+//
 // A [Set] holds one breaker per provider name, chooses its profile by class,
 // bounds its size, and offers [Set.Snapshot] for health pages, [Set.Reset]
 // and [Set.ResetAll], and a state-change hook that runs outside every lock.

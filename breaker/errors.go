@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -24,6 +25,9 @@ type OpenError struct {
 	// RetryAfter is how long until the breaker will admit a probe; never
 	// negative.
 	RetryAfter time.Duration
+	// Kind is the kind of the breaker's last counted failure; KindNone when
+	// the failure had no kind.
+	Kind Kind
 }
 
 // Error returns a message naming the provider and the wait.
@@ -46,6 +50,60 @@ func (e *OpenError) HTTPStatus() int { return http.StatusServiceUnavailable }
 // refusal: RetryAfter rounded up to whole seconds, at least 1.
 func (e *OpenError) RetryAfterSeconds() int {
 	return RetryAfterSeconds(e.RetryAfter)
+}
+
+// HeaderProviderBreaker names the header that marks a breaker refusal's
+// answer; its value is "open".
+const HeaderProviderBreaker = "X-OmniRoute-Provider-Breaker"
+
+// SetHeaders sets the headers of the refusal's answer on h: Retry-After
+// ([OpenError.RetryAfterSeconds]) and [HeaderProviderBreaker] "open".
+func (e *OpenError) SetHeaders(h http.Header) {
+	h.Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds()))
+	h.Set(HeaderProviderBreaker, "open")
+}
+
+// openBody is the JSON answer to a request a breaker refused.
+type openBody struct {
+	Error struct {
+		Message     string `json:"message"`
+		Type        string `json:"type"`
+		Code        string `json:"code"`
+		Provider    string `json:"provider"`
+		RetryAfter  int    `json:"retry_after"`
+		FailureKind string `json:"failure_kind,omitempty"`
+	} `json:"error"`
+}
+
+// Body returns the JSON body of the refusal's answer:
+//
+//	{"error":{"message":"Provider <p> circuit breaker is open","type":"server_error",
+//	  "code":"provider_circuit_open","provider":"<p>","retry_after":S,"failure_kind":"<kind>"}}
+//
+// where S is [OpenError.RetryAfterSeconds] and failure_kind is left out
+// when Kind is KindNone.
+func (e *OpenError) Body() []byte {
+	var b openBody
+	b.Error.Message = "Provider " + e.Provider + " circuit breaker is open"
+	b.Error.Type = "server_error"
+	b.Error.Code = OpenCode
+	b.Error.Provider = e.Provider
+	b.Error.RetryAfter = e.RetryAfterSeconds()
+	if e.Kind != KindNone && int(e.Kind) < NumKinds {
+		b.Error.FailureKind = e.Kind.String()
+	}
+	out, _ := json.Marshal(b) // strings and ints only: never fails
+	return out
+}
+
+// WriteHTTP answers w with the refusal: status 503, the headers of
+// [OpenError.SetHeaders], Content-Type application/json and
+// [OpenError.Body].
+func (e *OpenError) WriteHTTP(w http.ResponseWriter) {
+	e.SetHeaders(w.Header())
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.HTTPStatus())
+	_, _ = w.Write(e.Body())
 }
 
 // RetryAfterSeconds rounds d up to whole seconds, with a minimum of 1: the

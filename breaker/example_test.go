@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"time"
 
 	"github.com/routeguard/routeguard/breaker"
@@ -129,4 +130,24 @@ func ExampleSet_Restore() {
 	// Output:
 	// open 30s
 	// "open"
+}
+
+// A gateway that finds a provider's breaker open answers the client with
+// the refusal itself: 503, Retry-After and the error envelope.
+func ExampleOpenError_WriteHTTP() {
+	b := breaker.New("openai", breaker.Profile{OpenAt: 1, Reset: time.Minute}, nil)
+	done, _ := b.Allow()
+	done(breaker.Failure)
+
+	_, err := b.Allow()
+	var oe *breaker.OpenError
+	if errors.As(err, &oe) {
+		rec := httptest.NewRecorder()
+		oe.WriteHTTP(rec)
+		fmt.Println(rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get(breaker.HeaderProviderBreaker))
+		fmt.Println(rec.Body.String())
+	}
+	// Output:
+	// 503 60 open
+	// {"error":{"message":"Provider openai circuit breaker is open","type":"server_error","code":"provider_circuit_open","provider":"openai","retry_after":60}}
 }

@@ -67,6 +67,12 @@ func TestScenarioKindCooldownOnBreaker(t *testing.T) {
 		require.Equal(t, Open, st.State)
 		assert.Equal(t, h, st.RetryAfter)
 		assert.Equal(t, KindQuotaExhausted, b.Export().LastKind)
+		_, err := b.Allow()
+		var oe *OpenError
+		require.ErrorAs(t, err, &oe)
+		assert.Equal(t, KindQuotaExhausted, oe.Kind)
+		assert.JSONEq(t, `{"error":{"message":"Provider claude circuit breaker is open","type":"server_error",
+			"code":"provider_circuit_open","provider":"claude","retry_after":3600,"failure_kind":"quota_exhausted"}}`, string(oe.Body()))
 		time.Sleep(h - time.Millisecond)
 		requireState(t, b, Open, time.Millisecond)
 		time.Sleep(time.Millisecond)

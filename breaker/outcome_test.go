@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -92,6 +93,13 @@ func TestErrors(t *testing.T) {
 	assert.Equal(t, 1, RetryAfterSeconds(0))
 	assert.Equal(t, 50, RetryAfterSeconds(50*time.Second))
 	assert.True(t, errors.Is(fmt.Errorf("wrapped: %w", e), ErrOpen))
+	h := http.Header{}
+	(&OpenError{Provider: "p", State: HalfOpen}).SetHeaders(h)
+	assert.Equal(t, http.Header{"Retry-After": {"1"}, "X-Omniroute-Provider-Breaker": {"open"}}, h)
+	assert.JSONEq(t, `{"error":{"message":"Provider p circuit breaker is open","type":"server_error",
+		"code":"provider_circuit_open","provider":"p","retry_after":2,"failure_kind":"rate_limit"}}`,
+		string((&OpenError{Provider: "p", RetryAfter: 1500 * time.Millisecond, Kind: KindRateLimit}).Body()))
+	assert.NotContains(t, string((&OpenError{Provider: "p", Kind: Kind(200)}).Body()), "failure_kind")
 	se := &SettingsError{Name: "X", Value: "abc", Reason: "not a number"}
 	assert.Equal(t, `breaker: X="abc": not a number`, se.Error())
 	assert.Equal(t, "invalid_settings", se.Code())
