@@ -59,9 +59,6 @@ func TestClassifyRestateScenarios(t *testing.T) {
 				v.FromStatus, v.RestateRule, v.ClientRetryAfter = 403, "agentrouter-quota-misstatus", time.Minute
 				v.RuleID, v.Scope = "agentrouter-quota", ScopeConnection
 			})},
-		// routeguard: the body is its own structured error, so the opencode
-		// rule fires and its connection scope is surfaced (the original saw
-		// no structured error on this path and answered rate_limit_exceeded).
 		{"M5-3 restated with the upstream Retry-After", Response{Provider: "agentrouter", Status: 403,
 			Header: http.Header{"Retry-After": {"5"}}, Body: []byte("用户额度不足")},
 			time.Time{}, with(vd(429, true, KindStatusRule, ReasonQuotaExhausted, CooldownBackoff, 0), func(v *Verdict) {
@@ -75,6 +72,9 @@ func TestClassifyRestateScenarios(t *testing.T) {
 				v.ClientRetryAfter = 8 * time.Second
 				v.Hint = Hint{5 * time.Second, HintHeader, CapRateLimit}
 			})},
+		// routeguard: the body is its own structured error, so the opencode
+		// rule fires and its connection scope is surfaced (the original saw
+		// no structured error on this path and answered rate_limit_exceeded).
 		{"M5-8 opencode org quota", Response{Provider: "opencode-zen", Status: 429,
 			Body: []byte(`{"error":{"message":"organization_quota_exceeded"}}`)},
 			time.Time{}, with(vd(429, true, KindStatusRule, ReasonQuotaExhausted, CooldownBackoff, 0), func(v *Verdict) {

@@ -43,13 +43,27 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("FromStatus %d, want %d", v.FromStatus, status)
 		}
 		restatable := false
+		var maxDefault time.Duration
 		for _, rs := range c.load().restate {
 			for _, rr := range rs {
 				restatable = restatable || slices.Contains(rr.FromStatuses, status)
+				maxDefault = max(maxDefault, rr.DefaultRetryAfter)
+				if rr.ID == v.RestateRule && (v.Status != rr.ToStatus || !slices.Contains(rr.FromStatuses, status)) {
+					t.Fatalf("rule %s restated %d to %d", rr.ID, status, v.Status)
+				}
 			}
 		}
 		if !restatable && (v.Status != status || v.RestateRule != "") {
 			t.Fatalf("status %d restated to %d", status, v.Status)
+		}
+		if v.RestateRule == "" && v.Status != status {
+			t.Fatalf("status %d changed to %d without a rule", status, v.Status)
+		}
+		if v.ClientRetryAfter < 0 || v.ClientRetryAfter > max(s.MaxRateLimitHint, s.MaxQuotaHint, maxDefault) {
+			t.Fatalf("client retry %v out of range", v.ClientRetryAfter)
+		}
+		if v.ClientRetryAfter != v.Hint.After && (v.RestateRule == "" || v.Hint.After != 0) {
+			t.Fatalf("client retry %v, hint %v, rule %q", v.ClientRetryAfter, v.Hint.After, v.RestateRule)
 		}
 		if v.Mode != CooldownFixed && v.Cooldown != 0 {
 			t.Fatalf("mode %q with cooldown %v", v.Mode, v.Cooldown)

@@ -2,6 +2,7 @@ package restate
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,6 +110,47 @@ func TestExtendSignals(t *testing.T) {
 	v = c.ClassifyAt(Response{Provider: "acme", Status: 500, Body: []byte("please slow down")}, t0)
 	if v.Status != 429 || v.FromStatus != 500 || v.RestateRule != "acme-misstatus" || v.Reason != ReasonRateLimit {
 		t.Errorf("custom restatement ignored: %+v", v)
+	}
+}
+
+// Every phrase list can be replaced: the new phrase decides and the
+// built-in one no longer does.
+func TestReplaceSignalLists(t *testing.T) {
+	tests := []struct {
+		name     string
+		list     func(*Signals) *[]string
+		builtin  string
+		custom   string
+		wantKind Kind
+	}{
+		{"ban", func(s *Signals) *[]string { return &s.Ban }, "account_deactivated", "Account Frozen", KindBan},
+		{"credits", func(s *Signals) *[]string { return &s.Credits }, "out of credits", "Wallet Empty", KindCredits},
+		{"daily", func(s *Signals) *[]string { return &s.Daily }, "today's quota", "Per-Day Cap Hit", KindDaily},
+		{"subscription", func(s *Signals) *[]string { return &s.Subscription }, "usage limit reached", "Plan Allowance Used", KindSubscription},
+		{"weekly", func(s *Signals) *[]string { return &s.Weekly }, "weekly usage limit", "Seven-Day Cap", KindWeekly},
+		{"session", func(s *Signals) *[]string { return &s.Session }, "session usage limit", "Five-Hour Window Used", KindSession},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Classifier{}
+			classify := func(text string) Verdict {
+				return c.ClassifyAt(Response{Provider: "p", Auth: AuthOAuth, Status: 429, Body: []byte("error: " + text)}, t0)
+			}
+			if got := classify(tt.builtin); got.Kind != tt.wantKind {
+				t.Fatalf("built-in %q: kind %q, want %q", tt.builtin, got.Kind, tt.wantKind)
+			}
+			tb := c.Tables()
+			*tt.list(&tb.Signals) = []string{tt.custom}
+			if err := c.SetTables(tb); err != nil {
+				t.Fatal(err)
+			}
+			if got := classify(strings.ToLower(tt.custom)); got.Kind != tt.wantKind || got.Reason == ReasonNone {
+				t.Errorf("custom %q: kind %q, want %q", tt.custom, got.Kind, tt.wantKind)
+			}
+			if got := classify(tt.builtin); got.Kind != KindStatusRule || got.Reason != ReasonRateLimit {
+				t.Errorf("replaced %q: kind %q reason %q, want the 429 status rule", tt.builtin, got.Kind, got.Reason)
+			}
+		})
 	}
 }
 
