@@ -26,7 +26,8 @@ func DegradeBackground(body []byte) (out []byte, degraded bool, err error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return body, false, ErrNotJSONObject
 	}
-	if !bytes.Contains(trimmed, []byte(`"background"`)) {
+	// A key spelt with escapes ("backgr\u006fund") needs the full parse.
+	if !bytes.Contains(trimmed, []byte(`"background"`)) && !bytes.Contains(trimmed, []byte(`\u`)) {
 		if !json.Valid(trimmed) {
 			return body, false, ErrNotJSONObject
 		}
@@ -45,9 +46,22 @@ func DegradeBackground(body []byte) (out []byte, degraded bool, err error) {
 		return body, false, nil
 	}
 	delete(fields, "background")
-	out, err = json.Marshal(fields)
+	out, err = marshalObject(fields)
 	if err != nil {
 		return body, false, err
 	}
 	return out, true, nil
+}
+
+// marshalObject encodes the members of a JSON object with sorted keys and
+// without HTML escaping, so text such as "a<b" in a prompt is kept as it
+// was sent.
+func marshalObject(fields map[string]json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(fields); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

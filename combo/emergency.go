@@ -1,8 +1,11 @@
 package combo
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -16,8 +19,8 @@ import (
 // The emergency attempt goes through every layer like any other, with a
 // capped output budget: the send function must read it with [OutputBudget]
 // and bound the answer's output tokens (max_tokens, max_output_tokens)
-// accordingly. Behind a [Transport], Rewrite finds it in the context of
-// the request it is given.
+// accordingly ([CapOutputTokens] does this for a JSON body). Behind a
+// [Transport], Rewrite finds it in the context of the request it is given.
 //
 // The fallback can be switched off and on at run time with
 // [EmergencyFallback.SetEnabled]; the classifier's EmergencyDisabled setting
@@ -57,6 +60,79 @@ func OutputBudget(ctx context.Context) (int, bool) {
 // [OutputBudget].
 func WithOutputBudget(ctx context.Context, tokens int) context.Context {
 	return context.WithValue(ctx, budgetKey{}, tokens)
+}
+
+// outputTokenFields are the request fields that bound an answer's output
+// tokens: Chat Completions and Anthropic Messages (max_tokens), newer Chat
+// Completions models (max_completion_tokens), and the Responses API
+// (max_output_tokens).
+var outputTokenFields = [...]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
+
+// CapOutputTokens bounds the output of the request whose JSON body is body
+// to tokens, for a send function that honours [OutputBudget]. Every
+// output-token field present (max_tokens, max_completion_tokens,
+// max_output_tokens) that is missing a number or asks for more is set to
+// tokens; when none is present, max_output_tokens is added to a Responses
+// API body (one with "input" and no "messages") and max_tokens to any
+// other. It returns the body to send and whether it changed; a rewritten
+// body keeps every other field, with object keys in sorted order. A
+// tokens of 0 or less leaves the body as it is; a body that is not a JSON
+// object is returned as it is with [ErrNotJSONObject].
+func CapOutputTokens(body []byte, tokens int) (out []byte, changed bool, err error) {
+	if tokens <= 0 {
+		return body, false, nil
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return body, false, ErrNotJSONObject
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &fields); err != nil {
+		return body, false, ErrNotJSONObject
+	}
+	capped := json.RawMessage(strconv.Itoa(tokens))
+	present := false
+	for _, k := range outputTokenFields {
+		v, ok := fields[k]
+		if !ok {
+			continue
+		}
+		present = true
+		if withinBudget(v, tokens) {
+			continue
+		}
+		fields[k] = capped
+		changed = true
+	}
+	if !present {
+		_, input := fields["input"]
+		_, messages := fields["messages"]
+		if input && !messages {
+			fields["max_output_tokens"] = capped
+		} else {
+			fields["max_tokens"] = capped
+		}
+		changed = true
+	}
+	if !changed {
+		return body, false, nil
+	}
+	out, err = marshalObject(fields)
+	if err != nil {
+		return body, false, err
+	}
+	return out, true, nil
+}
+
+// withinBudget reports whether the JSON value v is a number no greater
+// than tokens.
+func withinBudget(v json.RawMessage, tokens int) bool {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return false // null, a string, or anything else that is not a number
+	}
+	var n float64
+	return json.Unmarshal(v, &n) == nil && n <= float64(tokens)
 }
 
 // emergency decides whether the failure err of req takes the emergency

@@ -1,16 +1,23 @@
 package combo_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/combotest"
+	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/restate"
 )
 
@@ -30,8 +37,14 @@ func TestEmergencyFallbackScenario(t *testing.T) {
 		{"402 without tools", nil, 402, "payment required", 0, true},
 		{"402 with tools", nil, 402, "payment required", 3, false},
 		{"disabled by env", map[string]string{restate.EnvEmergencyFallback: "0"}, 402, "payment required", 0, false},
+		{"disabled by env false", map[string]string{restate.EnvEmergencyFallback: "false"}, 402, "payment required", 0, false},
+		{"enabled by env true", map[string]string{restate.EnvEmergencyFallback: "true"}, 402, "payment required", 0, true},
 		{"500 out of credits", nil, 500, "Out of credits", 0, true},
+		{"500 out of credits with tools", nil, 500, "Out of credits", 1, false},
 		{"plain 500", nil, 500, "boom", 0, false},
+		{"400 quota exceeded", nil, 400, `{"error":{"code":"quota_exceeded"}}`, 0, true},
+		{"billing next to limit", nil, 403, "billing hard limit has been reached", 0, true},
+		{"billing without limit wording", nil, 500, "billing service temporarily down", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,4 +144,165 @@ func TestEmergencyTargetFailingItselfIsNotRetried(t *testing.T) {
 	_, err := f.do(t, c)
 	assert.ErrorIs(t, err, combo.ErrUpstream)
 	assert.Equal(t, 1, f.up["nvidia"].Total())
+}
+
+// The emergency attempt is screened like any other: an emergency target
+// whose model is locked is not dispatched, and the caller sees the
+// original failure.
+func TestEmergencyTargetScreenedByLayers(t *testing.T) {
+	f := newFleet(t, "openai", "nvidia")
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "nvidia", Model: "openai/gpt-oss-120b", Status: 429, Cooldown: time.Minute}, time.Now())
+	f.up["openai"].Script("", combotest.Error(402, "payment required"))
+	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "", "gpt-4o")}}
+	res, err := f.do(t, c)
+	var ue *combo.UpstreamError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, 402, ue.Status)
+	assert.False(t, res.Emergency)
+	assert.Equal(t, 0, f.up["nvidia"].Total(), "a locked emergency target is not called")
+	assert.Equal(t, 1, f.up["openai"].Total())
+}
+
+// A request whose caller has gone never falls back.
+func TestEmergencySkippedWhenCallerGone(t *testing.T) {
+	f := newFleet(t, "openai", "nvidia")
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "k1", "gpt-4o")}}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	f.up["openai"].Handle("k1", func(combotest.Call) combotest.Reply {
+		cancel()
+		return combotest.Reply{Status: 402, Body: "payment required"}
+	})
+	_, err := f.router.Do(ctx, combo.Request{Combo: c}, f.send)
+	require.Error(t, err)
+	assert.Equal(t, 0, f.up["nvidia"].Total(), "no fallback once the caller has gone")
+}
+
+// Behind a Transport, Rewrite finds the emergency budget in its request's
+// context and caps the body with CapOutputTokens.
+func TestEmergencyBudgetThroughTransport(t *testing.T) {
+	f := newFleet(t, "openai", "nvidia")
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	f.up["openai"].Script("", combotest.Error(402, "payment required"))
+	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "", "gpt-4o")}}
+	tr := &combo.Transport{
+		Router: f.router,
+		Combo:  func(*http.Request) (*combo.Combo, error) { return c, nil },
+		Rewrite: func(req *http.Request, tg *combo.Target) (*http.Request, error) {
+			if n, ok := combo.OutputBudget(req.Context()); ok {
+				body, err := io.ReadAll(req.Body)
+				if err != nil {
+					return nil, err
+				}
+				body, _, err = combo.CapOutputTokens(body, n)
+				if err != nil {
+					return nil, err
+				}
+				req.Body = io.NopCloser(bytes.NewReader(body))
+				req.ContentLength = int64(len(body))
+			}
+			req.URL.Host = tg.Provider + ".test"
+			return req, nil
+		},
+		Base: roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			return f.up[strings.TrimSuffix(req.URL.Host, ".test")].Transport().RoundTrip(req)
+		}),
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://gateway.test/v1/chat/completions",
+		strings.NewReader(`{"model":"paid","max_tokens":100000,"messages":[]}`))
+	require.NoError(t, err)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	calls := f.up["nvidia"].Calls()
+	require.Len(t, calls, 1)
+	assert.JSONEq(t, `{"model":"paid","max_tokens":4096,"messages":[]}`, string(calls[0].Body))
+	calls = f.up["openai"].Calls()
+	require.Len(t, calls, 1)
+	assert.JSONEq(t, `{"model":"paid","max_tokens":100000,"messages":[]}`, string(calls[0].Body), "only the emergency attempt is capped")
+}
+
+func TestCapOutputTokens(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		tokens  int
+		want    string
+		changed bool
+		err     bool
+	}{
+		{"lowers max_tokens", `{"max_tokens":9000,"messages":[]}`, 4096, `{"max_tokens":4096,"messages":[]}`, true, false},
+		{"keeps a smaller cap", `{"max_tokens":100,"messages":[]}`, 4096, `{"max_tokens":100,"messages":[]}`, false, false},
+		{"every field present", `{"max_tokens":9000,"max_completion_tokens":200,"max_output_tokens":5000}`, 4096,
+			`{"max_tokens":4096,"max_completion_tokens":200,"max_output_tokens":4096}`, true, false},
+		{"chat without a cap", `{"messages":[{"role":"user","content":"a<b"}]}`, 4096,
+			`{"max_tokens":4096,"messages":[{"role":"user","content":"a<b"}]}`, true, false},
+		{"responses without a cap", `{"input":"hi","model":"m"}`, 512, `{"input":"hi","max_output_tokens":512,"model":"m"}`, true, false},
+		{"null cap", `{"max_tokens":null}`, 64, `{"max_tokens":64}`, true, false},
+		{"non-numeric cap", `{"max_tokens":"lots"}`, 64, `{"max_tokens":64}`, true, false},
+		{"no budget", `{"max_tokens":9000}`, 0, `{"max_tokens":9000}`, false, false},
+		{"not an object", `[1]`, 64, `[1]`, false, true},
+		{"broken", `{"max_tokens":`, 64, `{"max_tokens":`, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, changed, err := combo.CapOutputTokens([]byte(tt.in), tt.tokens)
+			assert.Equal(t, tt.changed, changed)
+			if tt.err {
+				require.ErrorIs(t, err, combo.ErrNotJSONObject)
+			} else {
+				require.NoError(t, err)
+			}
+			if changed {
+				assert.JSONEq(t, tt.want, string(out))
+				assert.NotContains(t, string(out), `\u003c`, "no HTML escaping")
+			} else {
+				assert.Equal(t, tt.in, string(out))
+			}
+		})
+	}
+}
+
+func FuzzCapOutputTokens(f *testing.F) {
+	f.Add([]byte(`{"max_tokens":9000,"messages":[]}`), 4096)
+	f.Add([]byte(`{"input":"hi"}`), 1)
+	f.Add([]byte(`{"max_output_tokens":-5}`), 10)
+	f.Add([]byte(`[]`), 10)
+	f.Fuzz(func(t *testing.T, body []byte, tokens int) {
+		out, changed, err := combo.CapOutputTokens(body, tokens)
+		if err != nil || !changed {
+			if changed || string(out) != string(body) {
+				t.Fatalf("unchanged body rewritten (err %v)", err)
+			}
+			if err != nil && !errors.Is(err, combo.ErrNotJSONObject) {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("capped body is not an object: %v", err)
+		}
+		capped := 0
+		for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+			v, ok := m[k]
+			if !ok {
+				continue
+			}
+			capped++
+			var n float64
+			if err := json.Unmarshal(v, &n); err != nil || n > float64(tokens) {
+				t.Fatalf("%s = %s above %d", k, v, tokens)
+			}
+		}
+		if capped == 0 {
+			t.Fatalf("no cap field in %s", out)
+		}
+	})
 }
