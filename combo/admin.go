@@ -123,6 +123,12 @@ type AdminConfig struct {
 //	POST   /api/resilience/cooldowns       lift cooldowns: {connectionIds} or {all: true, provider?}
 //	POST   /api/v1/session-leases          the lease lifecycle (see package lease)
 //
+// Model lockouts are listed (in the health report and by the
+// model-cooldowns route) as {provider, connectionId, model, scope, reason,
+// lockedAt, until, remainingMs, failureCount}, with lockedAt an RFC 3339
+// time and until in Unix milliseconds; an exact-model lock lists its model
+// as "exact:<model>".
+//
 // Every error is a JSON answer with a 4xx status: 401/403 from the
 // authorizer, 404, 405 with Allow, 413 for an oversized body, 415 for a
 // body that is not application/json, 400 for bad JSON, unknown fields,
@@ -284,7 +290,7 @@ type lockoutJSON struct {
 	Scope        string         `json:"scope"`
 	Reason       lockout.Reason `json:"reason"`
 	LockedAt     time.Time      `json:"lockedAt"`
-	Until        time.Time      `json:"until"`
+	Until        int64          `json:"until"` // Unix milliseconds, as the spec lists it
 	RemainingMs  int64          `json:"remainingMs"`
 	FailureCount int            `json:"failureCount"`
 }
@@ -459,7 +465,7 @@ func (a *Admin) lockouts(now time.Time) []lockoutJSON {
 	}
 	for _, in := range a.cfg.Lockouts.SnapshotAt(now) {
 		out = append(out, lockoutJSON{Provider: in.Provider, Connection: in.Connection, Model: in.Model,
-			Scope: in.Scope.String(), Reason: in.Reason, LockedAt: in.LockedAt.UTC(), Until: in.Until.UTC(),
+			Scope: in.Scope.String(), Reason: in.Reason, LockedAt: in.LockedAt.UTC(), Until: in.Until.UnixMilli(),
 			RemainingMs: ms(in.Remaining), FailureCount: in.FailureCount})
 	}
 	return out

@@ -209,7 +209,7 @@ func TestAdminHealth(t *testing.T) {
 				{"provider":"p-open","state":"open","failures":2,"lastFailure":"2000-01-01T00:00:00Z","retryAfterMs":50000,"openCycles":0,"probeInFlight":false}],
 			"providerCooldowns":[],
 			"lockouts":[{"provider":"openai","connectionId":"k1","model":"gpt-4o","scope":"model","reason":"not_found",
-				"lockedAt":"2000-01-01T00:00:00Z","until":"2000-01-01T00:02:00Z","remainingMs":110000,"failureCount":1}],
+				"lockedAt":"2000-01-01T00:00:00Z","until":946684920000,"remainingMs":110000,"failureCount":1}],
 			"connections":{"tracked":3,"cooling":1,"terminal":1},
 			"queues":[],
 			"sessions":{"pins":0},
@@ -265,9 +265,9 @@ func TestAdminModelCooldowns(t *testing.T) {
 		assert.Equal(t, 200, status)
 		assert.JSONEq(t, `{"lockouts":[
 			{"provider":"openai","connectionId":"k1","model":"gpt-4o","scope":"model","reason":"not_found",
-			 "lockedAt":"2000-01-01T00:00:00Z","until":"2000-01-01T00:02:00Z","remainingMs":120000,"failureCount":1},
+			 "lockedAt":"2000-01-01T00:00:00Z","until":946684920000,"remainingMs":120000,"failureCount":1},
 			{"provider":"p","connectionId":"c","model":"exact:a:b","scope":"exact","reason":"server_error",
-			 "lockedAt":"2000-01-01T00:00:00Z","until":"2000-01-01T00:02:00Z","remainingMs":120000,"failureCount":1}],
+			 "lockedAt":"2000-01-01T00:00:00Z","until":946684920000,"remainingMs":120000,"failureCount":1}],
 			"total":2}`, body)
 
 		del := `{"provider":"openai","connection":"k1","model":"gpt-4o"}`
