@@ -46,7 +46,9 @@ type Config struct {
 
 	// Retention is how long the in-memory store remembers an owner whose
 	// last lease ended, so that its next lease continues its generations.
-	// After that the owner is forgotten and starts again at generation 1.
+	// After that the owner is forgotten; its next lease starts above the
+	// highest generation of every forgotten owner, so a generation is never
+	// handed out twice to one owner.
 	// Zero means DefaultRetention (24 h); other values are clamped to
 	// [MinRetention, MaxRetention] (1 min..30 days). Ignored when Store is
 	// set.

@@ -390,6 +390,59 @@ func TestMemoryStoreBounded(t *testing.T) {
 	assert.Equal(t, 0, s.Len())
 }
 
+// A forgotten owner never gets a generation it had before, so a stale
+// holder of an old generation stays fenced out; owners the store never
+// forgot are unaffected.
+func TestMemoryStoreForgottenOwnerKeepsRising(t *testing.T) {
+	s := lease.NewMemoryStore(lease.Config{MaxOwners: 16, Retention: time.Minute})
+	m := lease.New(lease.Config{Store: s})
+	for want := uint64(1); want <= 3; want++ {
+		l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+		require.NoError(t, err)
+		require.Equal(t, want, l.Generation)
+		_, err = m.ReleaseAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: want}, "", T0)
+		require.NoError(t, err)
+	}
+	// Forgotten after Retention.
+	_, err := m.ReconcileAt(ctx, T0.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 0, s.Len())
+	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(2*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), l.Generation)
+	for g := uint64(1); g <= 3; g++ {
+		assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: g}, "c1", T0.Add(2*time.Minute)), lease.ErrFenceStale)
+	}
+	_, err = m.ReleaseAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 4}, "", T0.Add(2*time.Minute))
+	require.NoError(t, err)
+
+	// Forgotten to make room at the cap: 16 other owners come and go, and
+	// the least recently ended (A first) are dropped for the last one.
+	for i := range 16 {
+		o := lease.HashOwner(fmt.Sprint("filler", i))
+		at := T0.Add(2*time.Minute + time.Duration(i+1)*time.Second)
+		l, _, err := m.AcquireAt(ctx, claim(o, "k1", "f"), at)
+		require.NoError(t, err)
+		want := uint64(4) // above the floor of 3 left by A's first forgetting
+		if i == 15 {
+			want = 5 // A (generation 4) was dropped to make room
+		}
+		assert.Equal(t, want, l.Generation, "filler %d", i)
+		_, err = m.ReleaseAt(ctx, lease.Holder{Owner: o, APIKeyID: "k1", Generation: l.Generation}, "", at)
+		require.NoError(t, err)
+		require.LessOrEqual(t, s.Len(), 16)
+	}
+	l, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(2*time.Minute+20*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), l.Generation)
+
+	// A store that never forgot anyone starts every owner at 1.
+	fresh := lease.New(lease.Config{})
+	l, _, err = fresh.AcquireAt(ctx, claim(hashB, "k1", "c1"), T0)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), l.Generation)
+}
+
 func TestMemoryStoreFullOfActiveOwners(t *testing.T) {
 	s := lease.NewMemoryStore(lease.Config{MaxOwners: 16})
 	m := lease.New(lease.Config{Store: s})
@@ -490,19 +543,23 @@ func TestFenceRequestAt(t *testing.T) {
 	require.NoError(t, err)
 	at := T0.Add(time.Second)
 	cases := []struct {
-		name string
-		h    http.Header
-		key  string
-		conn string
-		want error
+		name   string
+		h      http.Header
+		key    string
+		conn   string
+		want   error
+		status int
+		code   string
 	}{
-		{"valid", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k1", "c1", nil},
-		{"missing owner", header(), "k1", "c1", lease.ErrContextRequired},
-		{"owner without generation", header("X-OmniRoute-Lease-Owner", tok), "k1", "c1", lease.ErrContextInvalid},
-		{"generation+1", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "2"), "k1", "c1", lease.ErrFenceStale},
-		{"other managed key", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k2", "c1", lease.ErrFenceStale},
-		{"other connection", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k1", "c2", lease.ErrConnectionMismatch},
-		{"no lease", header("X-OmniRoute-Lease-Owner", leasetest.Owner('B'), "X-OmniRoute-Lease-Generation", "1"), "k1", "c1", lease.ErrRequired},
+		{"valid", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k1", "c1", nil, 0, ""},
+		{"missing owner", header(), "k1", "c1", lease.ErrContextRequired, 400, "LEASE_CONTEXT_REQUIRED"},
+		{"owner without generation", header("X-OmniRoute-Lease-Owner", tok), "k1", "c1", lease.ErrContextInvalid, 400, "LEASE_CONTEXT_INVALID"},
+		{"malformed owner", header("X-OmniRoute-Lease-Owner", "vlo_short", "X-OmniRoute-Lease-Generation", "1"), "k1", "c1", lease.ErrContextInvalid, 400, "LEASE_CONTEXT_INVALID"},
+		{"generation zero", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "0"), "k1", "c1", lease.ErrContextInvalid, 400, "LEASE_CONTEXT_INVALID"},
+		{"generation+1", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "2"), "k1", "c1", lease.ErrFenceStale, 409, "LEASE_FENCE_STALE"},
+		{"other managed key", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k2", "c1", lease.ErrFenceStale, 409, "LEASE_FENCE_STALE"},
+		{"other connection", header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1"), "k1", "c2", lease.ErrConnectionMismatch, 409, "LEASE_CONNECTION_MISMATCH"},
+		{"no lease", header("X-OmniRoute-Lease-Owner", leasetest.Owner('B'), "X-OmniRoute-Lease-Generation", "1"), "k1", "c1", lease.ErrRequired, 409, "LEASE_REQUIRED"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -515,7 +572,8 @@ func TestFenceRequestAt(t *testing.T) {
 			assert.ErrorIs(t, err, c.want)
 			var le *lease.Error
 			require.ErrorAs(t, err, &le)
-			assert.Contains(t, []int{400, 409}, le.Status)
+			assert.Equal(t, c.status, le.Status)
+			assert.Equal(t, c.code, le.Code)
 		})
 	}
 	h := header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1")

@@ -26,6 +26,11 @@ const sweepEvery = time.Minute
 // is never dropped; when every remembered owner is active, a new owner
 // gets ErrStoreFull.
 //
+// Forgetting never lets a generation come back: the store keeps the
+// highest generation of every owner it has forgotten, and an owner it does
+// not remember starts above it. Until the first owner is forgotten, a new
+// owner starts at generation 1.
+//
 // The zero value is not usable; call [NewMemoryStore].
 type MemoryStore struct {
 	maxOwners int
@@ -37,6 +42,7 @@ type MemoryStore struct {
 	nheld     atomic.Int64               // len(conns), for a lock-free "nothing held" answer
 	last      time.Time                  // latest now observed by a write
 	nextSweep time.Time
+	genFloor  uint64 // highest generation of any forgotten owner
 }
 
 type ownerRecord struct {
@@ -148,7 +154,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, r Request, now time.Time) (Ou
 		if !s.makeRoom(now) {
 			return Outcome{}, ErrStoreFull
 		}
-		rec = &ownerRecord{}
+		rec = &ownerRecord{maxGen: s.genFloor}
 		s.owners[r.Owner] = rec
 	}
 	if rec.maxGen >= MaxGeneration {
@@ -432,7 +438,7 @@ func (s *MemoryStore) expireAll(now time.Time) []Lease {
 func (s *MemoryStore) forget(now time.Time) {
 	for k, rec := range s.owners {
 		if !rec.hasActive && now.Sub(rec.touched) >= s.retention {
-			delete(s.owners, k)
+			s.drop(k, rec)
 		}
 	}
 	s.nextSweep = now.Add(sweepEvery)
@@ -459,22 +465,29 @@ func (s *MemoryStore) makeRoom(now time.Time) bool {
 		return true
 	}
 	type idle struct {
-		key     OwnerHash
-		touched time.Time
+		key OwnerHash
+		rec *ownerRecord
 	}
 	var cands []idle
 	for k, rec := range s.owners {
 		if !rec.hasActive {
-			cands = append(cands, idle{k, rec.touched})
+			cands = append(cands, idle{k, rec})
 		}
 	}
 	if len(cands) == 0 {
 		return false
 	}
-	slices.SortFunc(cands, func(a, b idle) int { return a.touched.Compare(b.touched) })
+	slices.SortFunc(cands, func(a, b idle) int { return a.rec.touched.Compare(b.rec.touched) })
 	n := max(1, s.maxOwners/4)
 	for _, c := range cands[:min(n, len(cands))] {
-		delete(s.owners, c.key)
+		s.drop(c.key, c.rec)
 	}
 	return true
+}
+
+// drop forgets an owner without an active lease, raising the generation
+// floor to its highest generation. It requires s.mu held for writing.
+func (s *MemoryStore) drop(k OwnerHash, rec *ownerRecord) {
+	s.genFloor = max(s.genFloor, rec.maxGen)
+	delete(s.owners, k)
 }

@@ -60,6 +60,7 @@ var cases = []struct {
 	{"List", testList},
 	{"Occupant", testOccupant},
 	{"Uniqueness", testUniqueness},
+	{"OwnerUniqueness", testOwnerUniqueness},
 	{"CanceledContext", testCanceledContext},
 }
 
@@ -440,6 +441,67 @@ func testUniqueness(t *testing.T, s lease.Store) {
 	}
 	if len(list) != conns {
 		t.Fatalf("List has %d leases, want %d", len(list), conns)
+	}
+}
+
+// testOwnerUniqueness races one owner for 10 connections, under one API
+// key and under two: exactly one acquisition wins, every other gets
+// OWNER_ALREADY_ACTIVE, and the owner ends with one active lease.
+func testOwnerUniqueness(t *testing.T, s lease.Store) {
+	const conns = 10
+	for round, keys := range [][]string{{"k1"}, {"k1", "k2"}} {
+		owner := lease.HashOwner(fmt.Sprintf("racer-%d", round))
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			results = map[lease.Result]int{}
+			won     lease.Lease
+			errs    []error
+		)
+		start := make(chan struct{})
+		for c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				out, err := s.Acquire(bg, req(owner, keys[c%len(keys)], fmt.Sprintf("r%d-c%d", round, c), TTL), T0)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				results[out.Result]++
+				if out.Result == lease.ResultAcquired {
+					won = out.Lease
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("round %d: Acquire errors: %v", round, errs)
+		}
+		if results[lease.ResultAcquired] != 1 || results[lease.ResultOwnerAlreadyActive] != conns-1 {
+			t.Fatalf("round %d: results %v, want 1 ACQUIRED and %d OWNER_ALREADY_ACTIVE", round, results, conns-1)
+		}
+		got, ok, err := s.Owned(bg, owner, T0)
+		if err != nil || !ok || got.Connection != won.Connection || got.Generation != 1 {
+			t.Fatalf("round %d: Owned = %+v, %v, %v; want the winner's lease %+v", round, got, ok, err, won)
+		}
+		n := 0
+		list, err := s.List(bg, T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range list {
+			if l.Owner.Equal(owner) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("round %d: owner holds %d active leases, want 1", round, n)
+		}
 	}
 }
 
