@@ -245,6 +245,9 @@ func (b *Body) Read(p []byte) (int, error) {
 		return 0, ErrClosed
 	}
 	if err := b.obs.Err(); err != nil {
+		// A guard failed outside Read (the timer, or a direct check on the
+		// Observer): finish the abort before reporting it.
+		b.abort(err)
 		return 0, err
 	}
 	if len(p) == 0 {

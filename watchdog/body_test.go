@@ -430,3 +430,33 @@ func TestBodyCloseRacesTimer(t *testing.T) {
 		})
 	}
 }
+
+// A guard that fails through the Observer directly (not through Read or the
+// timer) is still a full abort: Read reports it only after OnAbort,
+// Finalize and Cancel have run, once each.
+func TestBodyAbortFoundByDirectCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := script(t, []chunkAt{{0, chat("a")}, {time.Hour, chat("late")}}, nil)
+		var r record
+		b := Wrap(up, Config{IdleTimeout: 10 * time.Second}, r.options(true, func() { up.CloseWithError(errors.New("canceled")) }))
+		n, err := b.Read(make([]byte, 256))
+		require.NoError(t, err)
+		require.Equal(t, len(chat("a")), n)
+		err = b.Observer().CheckAt(time.Now().Add(10 * time.Second))
+		require.ErrorIs(t, err, ErrIdleTimeout)
+		_, err = b.Read(make([]byte, 256))
+		assert.ErrorIs(t, err, ErrIdleTimeout)
+		assert.Equal(t, int32(1), r.aborts.Load())
+		assert.Equal(t, int32(1), r.cancels.Load())
+		require.Equal(t, int32(1), r.finals.Load())
+		out := r.outcome.Load()
+		assert.ErrorIs(t, out.Err, ErrIdleTimeout)
+		assert.True(t, out.Committed)
+		assert.Equal(t, int64(len(chat("a"))), out.Delivered)
+		_, err = b.Read(make([]byte, 256))
+		assert.ErrorIs(t, err, ErrIdleTimeout)
+		require.NoError(t, b.Close())
+		assert.Equal(t, int32(1), r.finals.Load())
+		assert.Equal(t, int32(1), r.aborts.Load())
+	})
+}
