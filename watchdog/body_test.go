@@ -215,31 +215,51 @@ func recoverable(t *testing.T, open func(attempt int) *Body, finalize func()) (s
 	}
 }
 
-// Scenario 9: an attempt that only sends pings is aborted before commit and
-// the client sees only the recovered stream.
+// Scenario 9: an attempt that only sends pings (at 0, 1 s and 2 s) is
+// aborted before commit and the client sees only the recovered stream.
 func TestScenarioRecoveryBeforeCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := enabled(0, 1000, 1, 1)
 		cfg.HoldHeartbeats = true
-		var aborts, attemptFinals, requestFinals atomic.Int32
+		var aborts, requestFinals atomic.Int32
+		var outcomes [2]atomic.Pointer[Outcome]
+		var abortErr atomic.Pointer[error]
 		good := chat("recovered") + chatDoneEvt
 		open := func(attempt int) *Body {
 			opts := Options{
-				OnAbort:  func(error) { aborts.Add(1) },
-				Finalize: func(Outcome) { attemptFinals.Add(1) },
+				OnAbort:  func(err error) { aborts.Add(1); abortErr.Store(&err) },
+				Finalize: func(o Outcome) { outcomes[attempt].Store(&o) },
 			}
 			if attempt == 0 {
-				return Wrap(script(t, []chunkAt{{0, ping}, {time.Second, comment}, {2 * time.Second, ping}}, nil), cfg, opts)
+				return Wrap(script(t, []chunkAt{{0, ping}, {time.Second, ping}, {2 * time.Second, ping}}, nil), cfg, opts)
 			}
 			return Wrap(io.NopCloser(strings.NewReader(good)), cfg, opts)
 		}
+		start := time.Now()
 		got, reopens, err := recoverable(t, open, func() { requestFinals.Add(1) })
 		require.NoError(t, err)
-		assert.Equal(t, good, got)
+		assert.Equal(t, good, got, "only the recovered stream reaches the client")
 		assert.Equal(t, 1, reopens)
 		assert.Equal(t, int32(1), aborts.Load())
-		assert.Equal(t, int32(2), attemptFinals.Load()) // one per attempt
 		assert.Equal(t, int32(1), requestFinals.Load())
+		assert.Equal(t, time.Second, time.Since(start), "aborted at the ping of 1 s")
+
+		var e *Error
+		require.True(t, errors.As(*abortErr.Load(), &e))
+		assert.Equal(t, CodeThroughputTooLow, e.Code)
+		assert.Equal(t, time.Second, e.Elapsed)
+		assert.Equal(t, int64(0), e.WindowBytes)
+
+		first, second := outcomes[0].Load(), outcomes[1].Load()
+		require.NotNil(t, first)
+		require.NotNil(t, second)
+		assert.ErrorIs(t, first.Err, ErrThroughputTooLow)
+		assert.False(t, first.Committed)
+		assert.Equal(t, int64(0), first.Delivered)
+		assert.NoError(t, second.Err)
+		assert.True(t, second.EOF)
+		assert.True(t, second.Committed)
+		assert.Equal(t, int64(len(good)), second.Delivered)
 	})
 }
 
