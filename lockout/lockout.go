@@ -111,18 +111,9 @@ type shard struct {
 	tab       atomic.Pointer[table] // nil while the shard is empty
 	live      atomic.Int64          // entries in tab
 	exact     atomic.Int64          // entries with exact keys, so checks can skip that lookup
-	twins     atomic.Int64          // pairs of a model key and the exact key of the same name
 	used      int                   // slots of tab not free (entries and tombstones); guarded by mu
 	nextSweep time.Time             // guarded by mu
 	_         [64]byte              // keep neighbouring shards off one cache line
-}
-
-// twin returns the key of the same name with the other exactness: a model
-// key's twin is the exact key of the same name, and the other way round.
-// Twins have the same hash.
-func (k key) twin() key {
-	k.exact = !k.exact
-	return k
 }
 
 // key identifies one entry. Family and model keys share one namespace (a
@@ -380,9 +371,14 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 	// form, the exact key too: both have the same hash.
 	var best *lockView
 	h := keyHash(hc, strhash(model))
+	// A table holds at most one entry per key, so the probe can stop after
+	// one match, or two when the exact key may match as well. It must not
+	// stop at one on the strength of a count of such pairs: a table that
+	// was rebuilt since it was loaded can still hold an entry removed since,
+	// which no count includes.
 	matches, most := 0, 1
-	if exactForm && sh.twins.Load() > 0 {
-		most = 2 // the model key and the exact key may both be there
+	if exactForm {
+		most = 2
 	}
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]

@@ -97,3 +97,42 @@ func TestChecksDuringRebuilds(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 }
+
+// TestChecksWhileTwinComesAndGoes checks a model key under a long lock
+// while its exact twin (the exact key of the same name) is inserted,
+// swept and inserted again in front of it. A check must never stop at the
+// twin: the model key's lock, the later one, must always win.
+func TestChecksWhileTwinComesAndGoes(t *testing.T) {
+	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}})
+	const p, c, m = "p", "c", "m"
+	// The twin first, so it takes the home slot and the model key the next.
+	l.LockAt(lockout.Failure{Provider: p, Connection: c, Model: m, Scope: lockout.ScopeExact, Cooldown: time.Millisecond}, t0)
+	want := l.LockAt(lockout.Failure{Provider: p, Connection: c, Model: m, Scope: lockout.ScopeModel,
+		Cooldown: 1000 * time.Hour, UpstreamReset: true}, t0).Until
+	check := t0.Add(time.Minute)
+	var stop atomic.Bool
+	var bad atomic.Int64
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if until, _, locked := l.LockedAt(p, c, m, check); !locked || !until.Equal(want) {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for i := 1; time.Now().Before(deadline); i++ {
+		now := t0.Add(time.Duration(i) * 16 * time.Second)
+		// A write past the sweep interval sweeps the expired twin away ...
+		l.LockAt(lockout.Failure{Provider: p, Connection: c, Model: "other", Scope: lockout.ScopeModel, Cooldown: time.Millisecond}, now)
+		// ... and this one puts it back, into the slot it left.
+		l.LockAt(lockout.Failure{Provider: p, Connection: c, Model: m, Scope: lockout.ScopeExact, Cooldown: time.Millisecond}, now)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Errorf("%d checks missed the model key's lock", n)
+	}
+}

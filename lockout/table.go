@@ -83,9 +83,6 @@ func (sh *shard) insert(e *entry) {
 		default:
 			continue
 		}
-		if t.find(e.hash, e.twin()) != nil {
-			sh.twins.Add(1)
-		}
 		t.slots[i].store(e)
 		sh.live.Add(1)
 		if e.exact {
@@ -139,9 +136,6 @@ func (sh *shard) remove(e *entry) bool {
 			sh.live.Add(-1)
 			if e.exact {
 				sh.exact.Add(-1)
-			}
-			if t.find(e.hash, e.twin()) != nil {
-				sh.twins.Add(-1)
 			}
 			return true
 		}
