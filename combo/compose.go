@@ -94,12 +94,14 @@ func (f Fusion) Normalize() Fusion {
 var ErrNoPanelAnswer = errors.New("combo: no panel answer")
 
 // ComposeError is the failure of a composition: a fusion panel without any
-// answer (status 503, code fusion_no_answers), or a pipeline step that
-// failed (the step's own status, code pipeline_step_failed).
+// answer (status 503, code fusion_no_answers), a pipeline step that failed
+// (the step's own status, code pipeline_step_failed), or a pipeline without
+// steps (status 404, code pipeline_no_steps).
 type ComposeError struct {
 	Status int
 	Code   string
-	// Step is the failed pipeline step, from 0; -1 for a fusion.
+	// Step is the failed pipeline step, from 0; -1 for a fusion or a
+	// pipeline without steps.
 	Step int
 	// Errs are the failures of the legs or the step.
 	Errs []error
@@ -147,7 +149,8 @@ func readAnswer(res *Result) (Answer, error) {
 }
 
 // Fuse runs f for req. A request with tools goes to the judge target
-// alone. Otherwise every panel member is asked in parallel; with no answer
+// alone; a caller whose request says tool_choice "none" should strip its
+// tools and pass Tools 0, so that the panel serves it. Otherwise every panel member is asked in parallel; with no answer
 // the error is a [ComposeError] (503, matching [ErrNoPanelAnswer]); one
 // answer is returned as it is; two or more go to f.Judge in panel order.
 // Every leg has ended when Fuse returns. If ctx ends first, its error is
@@ -245,8 +248,12 @@ type Pipeline struct {
 
 // Run runs p for req, starting from input. A failed step ends the run with
 // a [ComposeError] naming it (its status is the step's upstream or terminal
-// status, 502 otherwise); a context error is returned as it is.
+// status, 502 otherwise); a context error is returned as it is. A pipeline
+// without steps fails with a ComposeError (404, pipeline_no_steps).
 func (p *Pipeline) Run(ctx context.Context, r *Router, req Request, input []byte, send StepSendFunc) (Answer, error) {
+	if len(p.Steps) == 0 {
+		return Answer{}, &ComposeError{Status: http.StatusNotFound, Code: "pipeline_no_steps", Step: -1}
+	}
 	var last Answer
 	for i, c := range p.Steps {
 		if i > 0 {

@@ -177,8 +177,14 @@ func TestFusionHardCap(t *testing.T) {
 		start := time.Now()
 		ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
 		require.NoError(t, err)
-		assert.Equal(t, 90*time.Second, time.Since(start))
-		assert.Equal(t, "a", ans.Target.Provider)
+		assert.Equal(t, 90*time.Second, time.Since(start), "the quorum is never reached; the hard cap ends the panel")
+		assert.Equal(t, "a", ans.Target.Provider, "the one answer is returned as it is")
+		assert.Contains(t, string(ans.Body), `"content":"A"`)
+		for i := range fu.Panel {
+			s := f.router.Stats(&fu.Panel[i])
+			assert.Equal(t, int64(0), s.InFlight, fu.Panel[i].Provider)
+			assert.Equal(t, int64(0), s.Failures, "a leg cut by the hard cap is not blamed")
+		}
 	})
 }
 
@@ -275,7 +281,8 @@ func TestPipelineStepFallsBackThenFails(t *testing.T) {
 	assert.Equal(t, "pipeline_step_failed", ce.Code)
 	assert.ErrorIs(t, err, combo.ErrUpstream)
 	assert.Equal(t, "b(q)", string(ans.Body), "the last good answer is kept")
-	assert.Equal(t, 1, f.up["c"].Total(), "the failing step got the previous output")
+	require.Len(t, f.up["c"].Calls(), 1)
+	assert.Equal(t, "b(q)", string(f.up["c"].Calls()[0].Body), "the failing step got the previous output unchanged")
 	assert.Equal(t, 0, f.up["d"].Total(), "later steps do not run")
 }
 
@@ -488,4 +495,36 @@ func TestRelayKeepsCallerCombo(t *testing.T) {
 	res, err = f.router.Relay(context.Background(), combo.Request{Combo: c}, f.send, nil)
 	require.NoError(t, err)
 	res.Response.Body.Close()
+}
+
+func TestPipelineWithoutSteps(t *testing.T) {
+	f, send := pipelineFleet(t, "a")
+	_, err := (&combo.Pipeline{}).Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
+	var ce *combo.ComposeError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 404, ce.Status)
+	assert.Equal(t, "pipeline_no_steps", ce.Code)
+	assert.Equal(t, -1, ce.Step)
+	assert.NotErrorIs(t, err, combo.ErrNoPanelAnswer)
+	assert.Equal(t, "combo: pipeline_no_steps", err.Error())
+	assert.Equal(t, 0, f.up["a"].Total())
+}
+
+// A combo declared with the seed name "context-relay" is served by Relay in
+// declared order, and the hook sees the last target with nothing after it.
+func TestRelayContextRelayCombo(t *testing.T) {
+	f := newFleet(t, "a", "b")
+	f.up["a"].Script("", combotest.Error(503, "down"))
+	c := &combo.Combo{Name: "relay", Strategy: "context-relay", Targets: []combo.Target{
+		target("a", "", "m"), target("b", "", "m")}}
+	var got []combo.Handoff
+	res, err := f.router.Relay(context.Background(), combo.Request{Combo: c}, f.send, func(_ context.Context, h combo.Handoff) {
+		got = append(got, h)
+	})
+	require.NoError(t, err)
+	res.Response.Body.Close()
+	require.Len(t, got, 1)
+	assert.Equal(t, target("b", "", "m"), got[0].Served)
+	assert.Empty(t, got[0].Next)
+	assert.Equal(t, []string{"a//m:failed:Service Unavailable", "b//m:succeeded:OK"}, outcomes(res))
 }
