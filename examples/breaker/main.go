@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,28 +25,43 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "breaker demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run starts the flaky upstream on loopback and runs the demo against it,
+// writing the story to w.
+func run(w io.Writer) error {
+	upstream := httptest.NewServer(flaky())
+	defer upstream.Close()
+	return demo(w, upstream.Client(), upstream.URL)
+}
+
+// flaky returns an upstream that answers 503 to its first five requests and
+// 200 afterwards.
+func flaky() http.Handler {
 	var hits atomic.Int32
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if hits.Add(1) <= 5 {
 			http.Error(w, "upstream is down", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
-	}))
-	defer upstream.Close()
+	})
+}
 
+// profiles are the demo's breaker profiles: degraded at 2, open at 4, one
+// second open (the shortest allowed).
+var profiles = map[string]breaker.Profile{
+	"flaky": {DegradedAt: 2, OpenAt: 4, Reset: time.Second},
+}
+
+// demo sends twelve calls through a breaker to the upstream at url, then
+// records failures directly and saves and restores the breaker's state.
+func demo(w io.Writer, client *http.Client, url string) error {
 	var changes []breaker.Change // the loop below is the only caller
-	profiles := map[string]breaker.Profile{
-		// Degraded at 2, open at 4, one second open (the shortest allowed).
-		"flaky": {DegradedAt: 2, OpenAt: 4, Reset: time.Second},
-	}
 	set := breaker.NewSet(breaker.Config{
 		Profiles: profiles,
 		// The hook runs outside the breaker's locks; keep the changes and
@@ -53,37 +69,41 @@ func run() error {
 		OnStateChange: func(c breaker.Change) { changes = append(changes, c) },
 	})
 
-	client := upstream.Client()
 	for call := 1; call <= 12; call++ {
 		before, _ := set.State("flaky")
 		done, err := set.Allow("flaky")
 		var oe *breaker.OpenError
 		if errors.As(err, &oe) {
-			wait := oe.RetryAfter.Round(100 * time.Millisecond)
-			fmt.Printf("call %2d  %-9v refused, retry after %v\n", call, before, wait)
+			fmt.Fprintf(w, "call %2d  %-9v refused, Retry-After: %d\n", call, before, oe.RetryAfterSeconds())
 			time.Sleep(oe.RetryAfter)
-			printChanges(&changes)
+			printChanges(w, &changes)
 			continue
 		}
-		status, err := get(client, upstream.URL)
+		status, err := get(client, url)
 		outcome := breaker.Classify(status, err)
 		done(outcome)
-		fmt.Printf("call %2d  %-9v admitted, upstream %d (%v)\n", call, before, status, outcome)
-		printChanges(&changes)
+		fmt.Fprintf(w, "call %2d  %-9v admitted, upstream %d (%v)\n", call, before, status, outcome)
+		printChanges(w, &changes)
 		time.Sleep(50 * time.Millisecond)
 	}
 	if st, _ := set.State("flaky"); st != breaker.Closed {
 		return fmt.Errorf("ended %v, want closed", st)
 	}
-	printChanges(&changes)
+	printChanges(w, &changes)
 
+	return reportAndRestore(w, set, &changes)
+}
+
+// reportAndRestore records failures on set's closed "flaky" breaker
+// directly, then saves its state as JSON and restores it into a new set.
+func reportAndRestore(w io.Writer, set *breaker.Set, changes *[]breaker.Change) error {
 	// A router may also record failures it learns outside Allow. Repeats
 	// from one connection within 5 s count once.
 	for _, conn := range []string{"key-1", "key-1", "key-2"} {
 		counted := set.Report("flaky", breaker.Report{Outcome: breaker.Failure, Conn: conn})
-		fmt.Printf("direct failure on %s counted: %v\n", conn, counted)
+		fmt.Fprintf(w, "direct failure on %s counted: %v\n", conn, counted)
 	}
-	printChanges(&changes)
+	printChanges(w, changes)
 
 	// The breaker's state is plain data: save it anywhere, restore it after
 	// a restart.
@@ -100,7 +120,7 @@ func run() error {
 		return err
 	}
 	st := restored.Get("flaky").Status()
-	fmt.Printf("restored after a restart: %v with %d failures\n", st.State, st.Failures)
+	fmt.Fprintf(w, "restored after a restart: %v with %d failures\n", st.State, st.Failures)
 	if st.State != breaker.Degraded || st.Failures != 2 {
 		return fmt.Errorf("restored %v with %d failures, want degraded with 2", st.State, st.Failures)
 	}
@@ -116,9 +136,9 @@ func get(client *http.Client, url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func printChanges(changes *[]breaker.Change) {
+func printChanges(w io.Writer, changes *[]breaker.Change) {
 	for _, c := range *changes {
-		fmt.Printf("         %v → %v\n", c.From, c.To)
+		fmt.Fprintf(w, "         %v → %v\n", c.From, c.To)
 	}
 	*changes = (*changes)[:0]
 }
