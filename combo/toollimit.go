@@ -207,7 +207,7 @@ var (
 	}
 	// toolCountRe matches "maximum of 128 tools", "at most 64 functions",
 	// "128 tools allowed" and similar.
-	toolCountRe = regexp.MustCompile(`(?:maximum of|max of|at most|up to|no more than|limit of|limit is|maximum is|max is|supports|allows|allowed)\s+(\d{1,9})\s+(?:tools|functions|tool definitions)`)
+	toolCountRe = regexp.MustCompile(`(?:maximum of|max of|at most|up to|no more than|limit of|limit is|maximum is|max is|supports|allows|allowed)\s+(\d{1,9})\s+(?:tools|functions|tool definitions|function declarations)`)
 	// toolArrayRe matches the array-length refusal of a "tools" parameter:
 	// `'tools': array too long. Expected an array with maximum length 128`.
 	toolArrayRe = regexp.MustCompile(`\btools\W{0,8}(?:array )?(?:is )?too long`)

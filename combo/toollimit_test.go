@@ -30,6 +30,8 @@ func TestParseToolLimit(t *testing.T) {
 		{"tool count exceeds", 413, `tool count exceeds the limit of 100`, 100, true},
 		{"number of tools", 400, `The number of tools must be less than or equal to maximum 50`, 50, true},
 		{"status zero accepted", 0, `too many tools`, -1, true},
+		{"function declarations", 400, `At most 128 function declarations can be specified`, 128, true},
+		{"too many functions with max", 400, `Too many functions: max 16`, 16, true},
 		{"huge number is unusable", 400, `maximum of 999999999 tools`, -1, true},
 		{"messages array too long", 400, `Invalid 'messages': array too long. Expected maximum length 2048`, 0, false},
 		{"rate limit about tools", 429, `too many tools requests`, 0, false},
@@ -222,4 +224,40 @@ func BenchmarkParseToolLimit(b *testing.B) {
 			b.Fatal("not parsed")
 		}
 	}
+}
+
+// A learned limit expires after its TTL on the router's clock: until then
+// the refusing target is screened out before dispatch, afterwards it is
+// asked again.
+func TestToolLimitExpiresOnRouterClock(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	f := newFleet(t, "openai", "anthropic")
+	f.cfg.Now = clock
+	f.cfg.ToolLimits = combo.NewToolLimits(combo.ToolLimitConfig{TTL: 10 * time.Minute})
+	f.rebuild()
+	f.up["openai"].Script("k1", combotest.Error(400, toolsTooLong), combotest.OK("fine"))
+	c := &combo.Combo{Name: "tools", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
+	withTools := func(r *combo.Request) { r.Tools = 200 }
+
+	res, err := f.do(t, c, withTools)
+	require.NoError(t, err)
+	assert.Equal(t, "anthropic", res.Target.Provider)
+	assert.Equal(t, []combo.ToolLimit{{Provider: "openai", Model: "gpt-4o", Limit: 128, Until: now.Add(10 * time.Minute)}},
+		f.cfg.ToolLimits.SnapshotAt(now))
+
+	advance(10*time.Minute - time.Second)
+	res, err = f.do(t, c, withTools)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"anthropic/a1/claude:succeeded:OK"}, outcomes(res), "still skipped one second before expiry")
+	assert.Equal(t, 1, f.up["openai"].Total())
+
+	advance(time.Second)
+	res, err = f.do(t, c, withTools)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"openai/k1/gpt-4o:succeeded:OK"}, outcomes(res), "asked again once the limit expired")
+	assert.Equal(t, 2, f.up["openai"].Total())
+	assert.Empty(t, f.cfg.ToolLimits.SnapshotAt(now))
 }
