@@ -3,8 +3,12 @@ package combo_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -478,4 +482,163 @@ func BenchmarkAdminHealth(b *testing.B) {
 		rec := httptest.NewRecorder()
 		f.admin.ServeHTTP(rec, req)
 	}
+}
+
+// leaseCall sends one request to the mounted lease route.
+func (f *adminFixture) leaseCall(key, owner, contentType, body string) (int, http.Header, string) {
+	req := httptest.NewRequest(http.MethodPost, lease.Path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if owner != "" {
+		req.Header.Set(lease.HeaderOwner, owner)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	rec := httptest.NewRecorder()
+	f.admin.ServeHTTP(rec, req)
+	return rec.Code, rec.Header(), rec.Body.String()
+}
+
+// The lease lifecycle through the admin mount (spec lease.md 2c/4, 8, 9,
+// 10): exact status codes, bodies and the error envelope.
+func TestAdminLeaseLifecycle(t *testing.T) {
+	f := newAdminFixture(t)
+	now := time.Date(2026, 8, 12, 19, 30, 0, 0, time.UTC)
+	keys := map[string]lease.Caller{
+		"rk-managed": {APIKeyID: "kid1", Scopes: []string{lease.ScopeExclusive}, AllowedConnections: []string{"k1"}},
+		"rk-plain":   {APIKeyID: "kid2"},
+	}
+	f.cfg.LeaseAuth = lease.AuthenticatorFunc(func(r *http.Request) (lease.Caller, error) {
+		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			return lease.Caller{}, lease.ErrAuthenticationRequired
+		}
+		c, ok := keys[key]
+		if !ok {
+			return lease.Caller{}, lease.ErrAPIKeyInvalid
+		}
+		return c, nil
+	})
+	f.cfg.LeaseOptions = &lease.HandlerOptions{Now: func() time.Time { return now }}
+	f.cfg.Now = func() time.Time { return now }
+	f.admin = combo.NewAdmin(f.cfg)
+	ownerA := "vlo_" + strings.Repeat("A", 43)
+	ownerB := "vlo_" + strings.Repeat("B", 43)
+	envelope := func(code, msg string) string {
+		return `{"error":{"message":` + strconv.Quote(msg) + `,"type":"lease_error","code":"` + code + `"}}`
+	}
+	acquire := `{"action":"acquire","model":"openai/gpt-4o"}`
+
+	// Refusals before any lease exists (scenario 9), in the route's order.
+	for _, tc := range []struct {
+		name, key, owner, ct, body string
+		status                     int
+		code                       string
+	}{
+		{"no key", "", ownerA, "application/json", acquire, 401, "LEASE_AUTHENTICATION_REQUIRED"},
+		{"unknown key", "rk-nope", ownerA, "application/json", acquire, 401, "LEASE_API_KEY_INVALID"},
+		{"no content type", "rk-managed", ownerA, "", acquire, 415, "LEASE_CONTENT_TYPE_REQUIRED"},
+		{"bad json", "rk-managed", ownerA, "application/json", `{"action":`, 400, "LEASE_ACTION_INVALID"},
+		{"unknown action", "rk-managed", ownerA, "application/json", `{"action":"steal"}`, 400, "LEASE_ACTION_INVALID"},
+		{"generation zero", "rk-managed", ownerA, "application/json", `{"action":"renew","generation":0}`, 400, "LEASE_ACTION_INVALID"},
+		{"key without the scope", "rk-plain", ownerA, "application/json", acquire, 403, "LEASE_SCOPE_REQUIRED"},
+		{"no owner", "rk-managed", "", "application/json", acquire, 400, "LEASE_CONTEXT_REQUIRED"},
+		{"malformed owner", "rk-managed", "vlo_short", "application/json", acquire, 400, "LEASE_CONTEXT_INVALID"},
+		{"model without provider", "rk-managed", ownerA, "application/json", `{"action":"acquire","model":"gpt-4o"}`, 400, "LEASE_MODEL_INVALID"},
+		{"renew without a lease", "rk-managed", ownerA, "application/json", `{"action":"renew","generation":1}`, 409, "LEASE_FENCE_STALE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, h, body := f.leaseCall(tc.key, tc.owner, tc.ct, tc.body)
+			assert.Equal(t, tc.status, status, body)
+			assert.Equal(t, "application/json", h.Get("Content-Type"))
+			var env struct {
+				Error struct{ Message, Type, Code string }
+			}
+			require.NoError(t, json.Unmarshal([]byte(body), &env), body)
+			assert.Equal(t, tc.code, env.Error.Code)
+			assert.Equal(t, "lease_error", env.Error.Type)
+			assert.NotEmpty(t, env.Error.Message)
+		})
+	}
+
+	// Scenario 10: acquire, then status with exactly the documented keys.
+	status, _, body := f.leaseCall("rk-managed", ownerA, "application/json", acquire)
+	require.Equal(t, 200, status, body)
+	assert.JSONEq(t, `{"state":"ACTIVE","generation":1,"acquiredAt":"2026-08-12T19:30:00.000Z",
+		"renewedAt":"2026-08-12T19:30:00.000Z","expiresAt":"2026-08-12T19:32:00.000Z"}`, body)
+	status, _, body = f.leaseCall("rk-managed", ownerA, "application/json", `{"action":"status","generation":1}`)
+	require.Equal(t, 200, status, body)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.ElementsMatch(t, []string{"acquiredAt", "connection", "expiresAt", "generation", "renewedAt", "state"}, slices.Collect(maps.Keys(st)))
+	assert.NotContains(t, body, "k1")
+	assert.NotContains(t, body, "kid1")
+
+	// Scenario 8: another owner waits for capacity, 429 with Retry-After.
+	status, h, body := f.leaseCall("rk-managed", ownerB, "application/json", acquire)
+	assert.Equal(t, 429, status)
+	assert.Equal(t, "120", h.Get("Retry-After"))
+	assert.JSONEq(t, `{"state":"WAITING_FOR_CAPACITY","error":{"type":"lease_error","code":"LEASE_CAPACITY_UNAVAILABLE",
+		"message":"Exclusive managed session capacity is temporarily unavailable"},"reason":"NO_FREE_ELIGIBLE_CONNECTION",
+		"retryAfter":120,"eligibleCount":1,"freeCount":0}`, body)
+	assert.NotContains(t, body, ownerA)
+	assert.NotContains(t, body, ownerB)
+
+	// The health report counts the active lease.
+	_, _, body = f.call(http.MethodGet, combo.AdminHealthPath, adminToken, "", "")
+	assert.Contains(t, body, `"leases":{"active":1}`)
+
+	// Scenario 4 over HTTP: a wrong generation is stale, the right one
+	// renews; release is idempotent; status after release is stale.
+	now = now.Add(time.Minute)
+	status, _, body = f.leaseCall("rk-managed", ownerA, "application/json", `{"action":"renew","generation":2}`)
+	assert.Equal(t, 409, status)
+	assert.JSONEq(t, envelope("LEASE_FENCE_STALE", "Session lease generation is stale"), body)
+	status, _, body = f.leaseCall("rk-managed", ownerA, "application/json", `{"action":"renew","generation":1}`)
+	assert.Equal(t, 200, status)
+	assert.JSONEq(t, `{"state":"ACTIVE","generation":1,"acquiredAt":"2026-08-12T19:30:00.000Z",
+		"renewedAt":"2026-08-12T19:31:00.000Z","expiresAt":"2026-08-12T19:33:00.000Z"}`, body)
+	for range 2 {
+		status, _, body = f.leaseCall("rk-managed", ownerA, "application/json", `{"action":"release","generation":1}`)
+		assert.Equal(t, 200, status, body)
+		assert.Contains(t, body, `"state":"RELEASED","generation":1`)
+	}
+	status, _, _ = f.leaseCall("rk-managed", ownerA, "application/json", `{"action":"status","generation":1}`)
+	assert.Equal(t, 409, status)
+	_, _, body = f.call(http.MethodGet, combo.AdminHealthPath, adminToken, "", "")
+	assert.Contains(t, body, `"leases":{"active":0}`)
+}
+
+// listFails is a lease store whose listing is unavailable.
+type listFails struct{ *lease.MemoryStore }
+
+func (listFails) List(context.Context, time.Time) ([]lease.Lease, error) {
+	return nil, errors.New("store unavailable")
+}
+
+// A layer that cannot answer makes the report degraded, still 200, with the
+// rest of the report intact.
+func TestAdminHealthDegraded(t *testing.T) {
+	f := newAdminFixture(t)
+	f.cfg.Leases = lease.New(lease.Config{Store: listFails{lease.NewMemoryStore(lease.Config{})}})
+	f.admin = combo.NewAdmin(f.cfg)
+	status, _, body := f.call(http.MethodGet, combo.AdminHealthPath, adminToken, "", "")
+	assert.Equal(t, 200, status)
+	var h struct {
+		Status          string
+		Error           string
+		CircuitBreakers map[string]int
+		Leases          map[string]int
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &h), body)
+	assert.Equal(t, "degraded", h.Status)
+	assert.Equal(t, "Health check partially unavailable", h.Error)
+	assert.Equal(t, map[string]int{"open": 0, "halfOpen": 0, "closed": 0, "total": 0}, h.CircuitBreakers)
+	assert.Equal(t, map[string]int{"active": 0}, h.Leases)
+
+	status, _, body = f.call(http.MethodGet, combo.AdminHealthPath, "", "", "")
+	assert.Equal(t, 200, status)
+	assert.JSONEq(t, `{"status":"healthy"}`, body, "anonymous callers learn nothing of the layers")
 }
