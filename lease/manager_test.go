@@ -200,7 +200,8 @@ func TestSelectMovesToFreeSibling(t *testing.T) {
 }
 
 func TestSelectWithoutFreeCandidateInvalidates(t *testing.T) {
-	m := lease.New(lease.Config{})
+	var events []lease.Event
+	m := lease.New(lease.Config{OnChange: func(e lease.Event) { events = append(events, e) }})
 	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c2"), T0.Add(10*time.Second))
@@ -210,7 +211,24 @@ func TestSelectWithoutFreeCandidateInvalidates(t *testing.T) {
 	var ce *lease.CapacityError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 110*time.Second, ce.RetryAfter)
+	assert.Equal(t, T0.Add(130*time.Second), ce.EarliestExpiry)
+	assert.Equal(t, 1, ce.Eligible)
+	assert.Equal(t, 0, ce.Free)
 	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0.Add(20*time.Second)), lease.ErrRequired, "lease invalidated")
+
+	require.Len(t, events, 3)
+	inv := events[2]
+	assert.Equal(t, lease.ResultInvalidated, inv.Result)
+	assert.Equal(t, lease.StateInvalidated, inv.Lease.State)
+	assert.Equal(t, lease.ReasonConnectionIneligible, inv.Lease.EndReason)
+	assert.Equal(t, T0.Add(20*time.Second), inv.Lease.EndedAt)
+	assert.Equal(t, "c1", inv.Lease.Connection)
+
+	// The next acquisition is a new generation.
+	l2, res, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(21*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, lease.ResultAcquired, res)
+	assert.Equal(t, l.Generation+1, l2.Generation)
 }
 
 // Scenario 13: the only connection is banned, so nothing is eligible; the
