@@ -316,7 +316,7 @@ func compileOperator(ops map[string][]OperatorRule) (map[string][]OperatorRule, 
 				rs[i].Reason = reason
 			}
 			out[p] = append(out[p], ProviderRule{ID: operatorID(p, i), Statuses: []int{r.Status},
-				Any: []string{lower(r.Match)}, Reason: reason, Scope: r.Scope, Cooldown: r.Cooldown})
+				Any: []string{lower(r.Match)}, Reason: reason, Scope: r.Scope, Cooldown: r.Cooldown, literal: true})
 		}
 	}
 	return raw, out, nil
@@ -404,7 +404,11 @@ func (st *state) match(r *ProviderRule, status int, h http.Header, body string, 
 	if len(r.Statuses) > 0 && !slices.Contains(r.Statuses, status) {
 		return RuleMatch{}, false
 	}
-	if len(r.Any) > 0 && !hasAny(body, r.Any) {
+	if r.literal {
+		if !slices.ContainsFunc(r.Any, func(m string) bool { return strings.Contains(body, m) }) {
+			return RuleMatch{}, false
+		}
+	} else if len(r.Any) > 0 && !hasAny(body, r.Any) {
 		return RuleMatch{}, false
 	}
 	for _, s := range r.All {

@@ -137,6 +137,35 @@ func TestOperatorRules(t *testing.T) {
 	}
 }
 
+// Operator matches are plain substrings: the phrase operators of the
+// signal lists are taken literally.
+func TestOperatorRuleMatchIsLiteral(t *testing.T) {
+	c := &Classifier{}
+	err := c.SetOperatorRules(map[string][]OperatorRule{"acme": {
+		{Status: 503, Match: "Slow&&Down", Scope: ScopeProvider},
+		{Status: 503, Match: "back…later", Scope: ScopeModel, Cooldown: time.Minute},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		body string
+		want RuleMatch
+		ok   bool
+	}{
+		{"please slow&&down", RuleMatch{ID: "operator:acme:0", Reason: ReasonQuotaExhausted, Scope: ScopeProvider}, true},
+		{"down, slow", RuleMatch{}, false},
+		{"come BACK…LATER", RuleMatch{ID: "operator:acme:1", Reason: ReasonQuotaExhausted, Scope: ScopeModel, Cooldown: time.Minute}, true},
+		{"back a bit later", RuleMatch{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := c.MatchRuleAt("acme", 503, nil, []byte(tt.body), t0)
+		if ok != tt.ok || got != tt.want {
+			t.Errorf("MatchRuleAt(%q) = %+v, %v; want %+v, %v", tt.body, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
 func TestOperatorRulesValidation(t *testing.T) {
 	many := make([]OperatorRule, 51)
 	for i := range many {

@@ -3,6 +3,7 @@ package restate
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -189,6 +190,7 @@ func FuzzSettingsNormalize(f *testing.F) {
 func FuzzOperatorRules(f *testing.F) {
 	f.Add("acme", 503, "Maintenance", "connection", int64(600000))
 	f.Add("", 99, "", "exact", int64(-1))
+	f.Add(" Acme ", 400, "Slow&&Down…Now", "model", int64(0))
 	f.Fuzz(func(t *testing.T, provider string, status int, match, scope string, cooldown int64) {
 		c := &Classifier{}
 		err := c.SetOperatorRules(map[string][]OperatorRule{provider: {{Status: status, Match: match, Scope: Scope(scope), Cooldown: time.Duration(cooldown)}}})
@@ -201,6 +203,17 @@ func FuzzOperatorRules(f *testing.F) {
 		v := c.ClassifyAt(Response{Provider: provider, Status: status, Body: []byte(match)}, t0)
 		if v.Cooldown < 0 {
 			t.Fatalf("negative cooldown: %+v", v)
+		}
+		// An accepted rule matches a body that is its own Match text.
+		if len(match) <= DefaultMaxScan {
+			want := RuleMatch{ID: operatorID(lower(strings.TrimSpace(provider)), 0), Reason: ReasonQuotaExhausted,
+				Scope: Scope(scope), Cooldown: time.Duration(cooldown)}
+			if m, ok := c.MatchRuleAt(provider, status, nil, []byte(match), t0); !ok || m != want {
+				t.Fatalf("MatchRuleAt = %+v, %v; want %+v", m, ok, want)
+			}
+			if !c.HonorsScope(provider) {
+				t.Fatalf("HonorsScope(%q) = false with an operator rule", provider)
+			}
 		}
 	})
 }

@@ -46,11 +46,16 @@ type ProviderRule struct {
 	// UntilMidnight sets the cooldown to the time until local midnight
 	// (24 h at most) and marks a daily quota.
 	UntilMidnight bool
+
+	// literal makes Any a list of plain substrings, without the "…" and
+	// "&&" operators of Signals (set for operator rules).
+	literal bool
 }
 
 // OperatorRule is a rule an operator configures for one provider. It matches
 // when the status is equal and the body contains Match, compared
-// case-insensitively (never a regular expression).
+// case-insensitively as a plain substring: never a regular expression, and
+// the "…" and "&&" operators of [Signals] do not apply.
 type OperatorRule struct {
 	Status   int
 	Match    string
