@@ -129,6 +129,15 @@ type AdminConfig struct {
 // time and until in Unix milliseconds; an exact-model lock lists its model
 // as "exact:<model>".
 //
+// The full health report holds the breaker counts (circuitBreakers, where a
+// degraded breaker counts as closed), each provider's breaker
+// (providerHealth, providerBreakers; providers named test-* or test_* are
+// left out), the window gate's entries, the model lockouts, the connection
+// counts and the cooling or terminal connections (connectionStates), the
+// queues, the session pins and the active leases. A layer that cannot
+// answer turns status to "degraded" with an error message; the answer is
+// still 200.
+//
 // Every error is a JSON answer with a 4xx status: 401/403 from the
 // authorizer, 404, 405 with Allow, 413 for an oversized body, 415 for a
 // body that is not application/json, 400 for bad JSON, unknown fields,
@@ -254,6 +263,7 @@ type healthBody struct {
 	ProviderCooldown []gateJSON                `json:"providerCooldowns"`
 	Lockouts         []lockoutJSON             `json:"lockouts"`
 	Connections      connectionsJSON           `json:"connections"`
+	ConnectionStates []connectionJSON          `json:"connectionStates"` // cooling and terminal connections
 	Queues           []queueJSON               `json:"queues"`
 	Sessions         sessionsJSON              `json:"sessions"`
 	Leases           leasesJSON                `json:"leases"`
@@ -393,6 +403,7 @@ func (a *Admin) report(ctx context.Context) healthBody {
 		}
 	}
 	h.Lockouts = a.lockouts(now)
+	h.ConnectionStates = a.unavailable(now)
 	if c := a.cfg.Cooldowns; c != nil {
 		for _, in := range c.SnapshotAt(now) {
 			h.Connections.Tracked++
@@ -510,8 +521,8 @@ func (a *Admin) clearLockout(w http.ResponseWriter, r *http.Request) {
 
 // --- connection cooldowns ---
 
-func (a *Admin) listCooldowns(w http.ResponseWriter, r *http.Request) {
-	now := a.now()
+// unavailable lists the connections that are cooling or terminal at now.
+func (a *Admin) unavailable(now time.Time) []connectionJSON {
 	out := []connectionJSON{}
 	if c := a.cfg.Cooldowns; c != nil {
 		for _, in := range c.UnavailableAt(now) {
@@ -522,6 +533,11 @@ func (a *Admin) listCooldowns(w http.ResponseWriter, r *http.Request) {
 			})
 		}
 	}
+	return out
+}
+
+func (a *Admin) listCooldowns(w http.ResponseWriter, r *http.Request) {
+	out := a.unavailable(a.now())
 	writeAdminJSON(w, http.StatusOK, struct {
 		Connections []connectionJSON `json:"connections"`
 		Total       int              `json:"total"`

@@ -215,6 +215,11 @@ func TestAdminHealth(t *testing.T) {
 			"lockouts":[{"provider":"openai","connectionId":"k1","model":"gpt-4o","scope":"model","reason":"not_found",
 				"lockedAt":"2000-01-01T00:00:00Z","until":946684920000,"remainingMs":110000,"failureCount":1}],
 			"connections":{"tracked":3,"cooling":1,"terminal":1},
+			"connectionStates":[
+				{"connectionId":"k1","provider":"openai","state":"cooling","terminal":false,"until":"2000-01-01T00:00:30Z",
+				 "remainingMs":20000,"reason":"rate_limit_exceeded","backoffLevel":0,"errorStatus":429,"lastError":"slow down"},
+				{"connectionId":"k2","provider":"openai","state":"banned","terminal":true,"until":null,
+				 "remainingMs":0,"reason":"auth_error","backoffLevel":0,"errorStatus":403,"lastError":"account suspended"}],
 			"queues":[],
 			"sessions":{"pins":0},
 			"leases":{"active":0}
