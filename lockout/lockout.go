@@ -715,7 +715,7 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 	sh.mu.Unlock()
 
 	if l.total.Load() > int64(c.MaxEntries) {
-		events = l.evict(c, now, events)
+		events = l.evict(c, now, e, events)
 	}
 	l.emit(events)
 	return res
@@ -922,8 +922,9 @@ func (l *Lockout) removeLocked(sh *shard, e *entry) bool {
 
 // evict brings the entry count back under the cap: first every expired
 // entry goes, then, if still needed, the entries closest to expiry, down to
-// seven eighths of the cap so the work is amortised over many writes.
-func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
+// seven eighths of the cap so the work is amortised over many writes. The
+// entry just written, keep, is spared: the write reports it locked.
+func (l *Lockout) evict(c *config, now time.Time, keep *entry, events []Change) []Change {
 	l.evictMu.Lock()
 	defer l.evictMu.Unlock()
 	limit := int64(c.MaxEntries)
@@ -949,7 +950,11 @@ func (l *Lockout) evict(c *config, now time.Time, events []Change) []Change {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
-		sh.each(func(e *entry) { vs = append(vs, victim{i, e, e.retainUntil(c)}) })
+		sh.each(func(e *entry) {
+			if e != keep {
+				vs = append(vs, victim{i, e, e.retainUntil(c)})
+			}
+		})
 		sh.mu.Unlock()
 	}
 	slices.SortStableFunc(vs, func(a, b victim) int { return a.retain.Compare(b.retain) })

@@ -463,6 +463,26 @@ func TestCapEvictsClosestToExpiry(t *testing.T) {
 	assert.Equal(t, []string{"ca", "cb", "cc"}, evicted)
 }
 
+// A write that pushes the count over the cap never evicts its own entry,
+// even when that entry is the closest to expiry: it was just reported
+// locked.
+func TestCapSparesTheEntryJustWritten(t *testing.T) {
+	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true, MaxEntries: 16}})
+	for i := range 16 {
+		l.LockAt(lockout.Failure{Provider: "p", Connection: "c" + string(rune('a'+i)), Model: "m",
+			Scope: lockout.ScopeModel, Cooldown: time.Duration(i+10) * time.Minute}, t0)
+	}
+	res := l.LockAt(lockout.Failure{Provider: "p", Connection: "z", Model: "m", Scope: lockout.ScopeModel, Cooldown: time.Minute}, t0)
+	require.True(t, res.Locked)
+	assert.Equal(t, t0.Add(time.Minute), res.Until)
+	assert.Equal(t, 14, l.Len())
+	assertLocked(t, l, "p", "z", "m", t0, true)
+	for _, c := range []string{"ca", "cb", "cc"} {
+		assertLocked(t, l, "p", c, "m", t0, false)
+	}
+	assertLocked(t, l, "p", "cd", "m", t0, true)
+}
+
 func TestHooks(t *testing.T) {
 	var got []string
 	l := lockout.New(lockout.Config{
