@@ -40,5 +40,6 @@
 //
 // [FindErrorEvent] and [Observer.ErrorEvent] expose an error event found
 // inside a stream whose status was 200, so it can be classified like an
-// HTTP error.
+// HTTP error; [ErrorEvent.SSE] gives the event back in wire form, name
+// included.
 package watchdog

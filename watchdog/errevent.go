@@ -26,6 +26,28 @@ type ErrorEvent struct {
 	Status int
 }
 
+// SSE returns the event in its wire form: an "event:" line when it has a
+// name, one "data:" line per line of Data, and the blank line that ends the
+// event. A classifier that reads whole events sees the name as well as the
+// data; [FindErrorEvent] of the result finds the same Event and Data.
+func (e ErrorEvent) SSE() []byte {
+	n := len(e.Data) + len(e.Event) + 16
+	out := make([]byte, 0, n)
+	if e.Event != "" {
+		out = append(out, "event: "...)
+		out = append(out, e.Event...)
+		out = append(out, '\n')
+	}
+	if len(e.Data) > 0 || e.Event == "" {
+		for line := range bytes.SplitSeq(e.Data, []byte{'\n'}) {
+			out = append(out, "data: "...)
+			out = append(out, line...)
+			out = append(out, '\n')
+		}
+	}
+	return append(out, '\n')
+}
+
 // FindErrorEvent scans an SSE stream held in memory and returns the first
 // error event: an event named "error", an event whose JSON "type" is "error"
 // or "response.failed", or one with a non-null root "error" field. A final

@@ -62,3 +62,24 @@ func TestErrorEventIsCopied(t *testing.T) {
 	}
 	assert.Equal(t, `{"error":{"message":"one"}}`, string(got.Data))
 }
+
+func TestErrorEventSSE(t *testing.T) {
+	cases := []struct {
+		stream string
+		want   string
+	}{
+		{"event: error\ndata: upstream exploded\n\n", "event: error\ndata: upstream exploded\n\n"},
+		{"event: error\r\ndata:{\"error\":\r\ndata: \"x\"}\r\n\r\n", "event: error\ndata: {\"error\":\ndata: \"x\"}\n\n"},
+		{chat("a") + "data: {\"error\":{\"message\":\"one\"}}\n\n", "data: {\"error\":{\"message\":\"one\"}}\n\n"},
+		{"event: error\n\n", "event: error\n\n"},
+	}
+	for _, tc := range cases {
+		ev, ok := FindErrorEvent([]byte(tc.stream))
+		require.True(t, ok, "%q", tc.stream)
+		sse := ev.SSE()
+		assert.Equal(t, tc.want, string(sse))
+		again, ok := FindErrorEvent(sse)
+		require.True(t, ok)
+		assert.Equal(t, ev, again, "round trip of %q", tc.stream)
+	}
+}

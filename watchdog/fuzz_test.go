@@ -312,5 +312,11 @@ func FuzzFindErrorEvent(f *testing.F) {
 		if ev.Status != 0 && (ev.Status < 100 || ev.Status > 599) {
 			t.Fatalf("status %d", ev.Status)
 		}
+		if sse := ev.SSE(); len(sse) <= DefaultMaxEventBytes {
+			again, ok := FindErrorEvent(sse)
+			if !ok || again.Event != ev.Event || !bytes.Equal(again.Data, ev.Data) {
+				t.Fatalf("SSE round trip: %q gives %+v, %v; want %+v", sse, again, ok, ev)
+			}
+		}
 	})
 }
