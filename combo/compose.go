@@ -33,6 +33,8 @@ type Answer struct {
 	Header   http.Header
 	Body     []byte
 	Attempts []Attempt
+	// Emergency reports that the emergency fallback gave the answer.
+	Emergency bool
 }
 
 // JudgeFunc synthesises one answer from the answers of a fusion panel (two
@@ -43,8 +45,9 @@ type JudgeFunc func(ctx context.Context, answers []Answer) (Answer, error)
 // Fusion fans one request out to a panel of targets in parallel and lets a
 // judge synthesise their answers. Once MinPanel legs have answered, the
 // stragglers get Grace more to finish; HardCap bounds the whole panel.
-// Every leg is a one-target request through [Router.Do], so every layer
-// screens it and learns from it. Legs are not streamed: send should ask for
+// Every leg is a one-target request routed like [Router.Do], so every
+// layer screens it and learns from it; the emergency fallback is taken by
+// the fusion as a whole, not by each leg. Legs are not streamed: send should ask for
 // a complete answer and strip tools.
 type Fusion struct {
 	// Name prefixes the names of the one-target combos of the legs.
@@ -126,10 +129,16 @@ func (e *ComposeError) Is(target error) bool {
 // Unwrap returns the failures of the legs or the step.
 func (e *ComposeError) Unwrap() []error { return e.Errs }
 
-// leg routes req to the single target t through Do and reads its answer.
-func (r *Router) leg(ctx context.Context, name string, t Target, set Settings, req Request, send SendFunc) (Answer, error) {
+// leg routes req to the single target t and reads its answer. A panel leg
+// (emergency false) never takes the emergency fallback on its own: the
+// fusion takes it once, when no leg answered.
+func (r *Router) leg(ctx context.Context, name string, t Target, set Settings, req Request, send SendFunc, emergency bool) (Answer, error) {
 	req.Combo = &Combo{Name: name, Strategy: StrategyPriority, Targets: []Target{t}, Settings: set}
-	res, err := r.Do(ctx, req, send)
+	do := r.dispatch
+	if emergency {
+		do = r.Do
+	}
+	res, err := do(ctx, req, send)
 	if err != nil {
 		return Answer{Target: t, Attempts: res.Attempts}, err
 	}
@@ -141,7 +150,8 @@ func readAnswer(res *Result) (Answer, error) {
 	resp := res.Response
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
-	a := Answer{Target: res.Target, Status: resp.StatusCode, Header: resp.Header, Body: body, Attempts: res.Attempts}
+	a := Answer{Target: res.Target, Status: resp.StatusCode, Header: resp.Header, Body: body, Attempts: res.Attempts,
+		Emergency: res.Emergency}
 	if err != nil {
 		return a, fmt.Errorf("combo: reading the answer of %s: %w", res.Target.String(), err)
 	}
@@ -150,9 +160,13 @@ func readAnswer(res *Result) (Answer, error) {
 
 // Fuse runs f for req. A request with tools goes to the judge target
 // alone; a caller whose request says tool_choice "none" should strip its
-// tools and pass Tools 0, so that the panel serves it. Otherwise every panel member is asked in parallel; with no answer
-// the error is a [ComposeError] (503, matching [ErrNoPanelAnswer]); one
-// answer is returned as it is; two or more go to f.Judge in panel order.
+// tools and pass Tools 0, so that the panel serves it. Otherwise every
+// panel member is asked in parallel; one answer is returned as it is, and
+// two or more go to f.Judge in panel order. Panel legs do not take the
+// emergency fallback one by one: when no leg answered and a leg's failure
+// triggers it, the request is sent once to the emergency target (see
+// [EmergencyFallback]) and its answer returned; otherwise the error is a
+// [ComposeError] (503, matching [ErrNoPanelAnswer]).
 // Every leg has ended when Fuse returns. If ctx ends first, its error is
 // returned.
 func (r *Router) Fuse(ctx context.Context, f *Fusion, req Request, send SendFunc) (Answer, error) {
@@ -165,7 +179,7 @@ func (r *Router) Fuse(ctx context.Context, f *Fusion, req Request, send SendFunc
 		if cfg.JudgeTarget != nil {
 			t = *cfg.JudgeTarget
 		}
-		return r.leg(ctx, cfg.Name+"/judge", t, cfg.Settings, req, send)
+		return r.leg(ctx, cfg.Name+"/judge", t, cfg.Settings, req, send, true)
 	}
 
 	type result struct {
@@ -179,12 +193,12 @@ func (r *Router) Fuse(ctx context.Context, f *Fusion, req Request, send SendFunc
 	var wg sync.WaitGroup
 	for i, t := range cfg.Panel {
 		wg.Go(func() {
-			a, err := r.leg(pctx, cfg.Name+"/"+t.String(), t, cfg.Settings, req, send)
+			a, err := r.leg(pctx, cfg.Name+"/"+t.String(), t, cfg.Settings, req, send, false)
 			results <- result{i, a, err}
 		})
 	}
 
-	var got []result
+	var got, failed []result
 	var errs []error
 	var grace <-chan time.Time
 	answered := 0
@@ -194,6 +208,7 @@ collect:
 		case res := <-results:
 			if res.err != nil {
 				errs = append(errs, res.err)
+				failed = append(failed, res)
 				continue
 			}
 			got = append(got, res)
@@ -217,6 +232,28 @@ collect:
 
 	switch len(got) {
 	case 0:
+		if r.cfg.Emergency != nil {
+			slices.SortFunc(failed, func(x, y result) int { return x.i - y.i })
+			var tried Result
+			for _, f := range failed {
+				tried.Attempts = append(tried.Attempts, f.a.Attempts...)
+			}
+			ereq := req
+			ereq.Combo = &Combo{Name: cfg.Name, Settings: cfg.Settings}
+			for _, f := range failed {
+				if _, _, _, ok := r.emergencyTrigger(ctx, ereq, &tried, f.err); !ok {
+					continue
+				}
+				res, err := r.emergency(ctx, ereq, send, &tried, f.err)
+				if err == nil {
+					return readAnswer(res)
+				}
+				if ctx.Err() != nil {
+					return Answer{}, ctx.Err()
+				}
+				break // asked once, and it failed too
+			}
+		}
 		return Answer{}, &ComposeError{Status: http.StatusServiceUnavailable, Code: "fusion_no_answers", Step: -1, Errs: errs}
 	case 1:
 		return got[0].a, nil

@@ -528,3 +528,68 @@ func TestRelayContextRelayCombo(t *testing.T) {
 	assert.Empty(t, got[0].Next)
 	assert.Equal(t, []string{"a//m:failed:Service Unavailable", "b//m:succeeded:OK"}, outcomes(res))
 }
+
+// Panel legs do not take the emergency fallback one by one: with one leg
+// answering, the emergency target is never asked.
+func TestFusionLegsDoNotTakeEmergencyFallback(t *testing.T) {
+	f := newFleet(t, "a", "b", "nvidia")
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	f.up["a"].Script("", combotest.Error(402, "payment required"))
+	fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"), Judge: (&judgeRecorder{}).judge}
+	ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
+	require.NoError(t, err)
+	assert.Equal(t, "b", ans.Target.Provider)
+	assert.False(t, ans.Emergency)
+	assert.Equal(t, 0, f.up["nvidia"].Total())
+}
+
+// A panel without any answer takes the emergency fallback once, whatever
+// the number of legs whose failure triggers it, with the capped budget.
+func TestFusionWithoutAnswerTakesEmergencyOnce(t *testing.T) {
+	f := newFleet(t, "a", "b", "c", "nvidia")
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	f.up["a"].Script("", combotest.Error(500, "boom"))
+	f.up["b"].Script("", combotest.Error(402, "payment required"))
+	f.up["c"].Script("", combotest.Error(429, "insufficient funds"))
+	var budget int
+	send := func(ctx context.Context, tg *combo.Target) (*http.Response, error) {
+		if tg.Provider == "nvidia" {
+			budget, _ = combo.OutputBudget(ctx)
+		}
+		return f.send(ctx, tg)
+	}
+	j := &judgeRecorder{}
+	fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b", "c"), Judge: j.judge}
+	ans, err := f.router.Fuse(context.Background(), fu, combo.Request{}, send)
+	require.NoError(t, err)
+	assert.True(t, ans.Emergency)
+	assert.Equal(t, combo.Target{Provider: "nvidia", Model: "openai/gpt-oss-120b"}, ans.Target)
+	assert.Equal(t, 200, ans.Status)
+	assert.Equal(t, 4096, budget)
+	assert.Equal(t, 1, f.up["nvidia"].Total(), "asked once")
+	assert.Empty(t, j.calls)
+	assert.Equal(t, []string{
+		"a//m:failed:Internal Server Error",
+		"b//m:failed:Payment Required",
+		"c//m:failed:Too Many Requests",
+		"nvidia//openai/gpt-oss-120b:succeeded:OK",
+	}, outcomes(&combo.Result{Attempts: ans.Attempts}), "every leg's attempt in panel order, then the emergency one")
+
+	// The emergency target fails too: one call, and the panel's 503.
+	f.up["nvidia"].Script("", combotest.Error(503, "down"))
+	_, err = f.router.Fuse(context.Background(), fu, combo.Request{}, send)
+	var ce *combo.ComposeError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 503, ce.Status)
+	assert.Equal(t, "fusion_no_answers", ce.Code)
+	assert.Equal(t, 2, f.up["nvidia"].Total(), "asked once more, not once per leg")
+
+	// No leg failure triggers it: no emergency call.
+	f.up["b"].Script("", combotest.Error(500, "boom"))
+	f.up["c"].Script("", combotest.Error(500, "boom"))
+	_, err = f.router.Fuse(context.Background(), fu, combo.Request{}, send)
+	require.ErrorIs(t, err, combo.ErrNoPanelAnswer)
+	assert.Equal(t, 2, f.up["nvidia"].Total())
+}

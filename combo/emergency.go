@@ -135,18 +135,19 @@ func withinBudget(v json.RawMessage, tokens int) bool {
 	return json.Unmarshal(v, &n) == nil && n <= float64(tokens)
 }
 
-// emergency decides whether the failure err of req takes the emergency
-// fallback and, if so, dispatches once to the emergency target. It returns
-// the original failure when the fallback does not apply or fails too.
-func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res *Result, err error) (*Result, error) {
+// emergencyTrigger reports whether the failure err of req takes the
+// emergency fallback and, if so, the emergency target and output budget.
+// res holds the attempts made so far: an emergency target that has just
+// failed is not asked again.
+func (r *Router) emergencyTrigger(ctx context.Context, req Request, res *Result, err error) (Target, int, *UpstreamError, bool) {
 	e := r.cfg.Emergency
 	var ue *UpstreamError
 	if !e.Enabled() || req.Tools > 0 || req.Lease != nil || ctx.Err() != nil || !errors.As(err, &ue) {
-		return res, err
+		return Target{}, 0, nil, false
 	}
 	et, ok := r.classifier().EmergencyFallback(ue.Status, ue.Body, req.Tools > 0)
 	if !ok {
-		return res, err
+		return Target{}, 0, nil, false
 	}
 	t := e.Target
 	if t.Provider == "" {
@@ -158,8 +159,19 @@ func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res 
 	}
 	for _, a := range res.Attempts {
 		if a.Outcome != OutcomeSkipped && keyOf(&a.Target) == keyOf(&t) {
-			return res, err // the emergency target itself just failed
+			return Target{}, 0, nil, false // the emergency target itself just failed
 		}
+	}
+	return t, budget, ue, true
+}
+
+// emergency decides whether the failure err of req takes the emergency
+// fallback and, if so, dispatches once to the emergency target. It returns
+// the original failure when the fallback does not apply or fails too.
+func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res *Result, err error) (*Result, error) {
+	t, budget, ue, ok := r.emergencyTrigger(ctx, req, res, err)
+	if !ok {
+		return res, err
 	}
 	name := "emergency"
 	var set Settings
