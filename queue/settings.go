@@ -2,7 +2,6 @@ package queue
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -116,8 +115,9 @@ func (s Settings) merge(o Settings) Settings {
 // (for example os.LookupEnv): RATE_LIMIT_MAX_WAIT_MS and
 // RATE_LIMIT_EXECUTION_MAX_WAIT_MS (milliseconds, > 0) and
 // RATE_LIMIT_MAX_QUEUE_DEPTH (≥ 0). A value that is not a number, or is out
-// of its domain, keeps base's value and is reported in the joined error;
-// values that are merely out of range are clamped. The result is normalized.
+// of its domain, keeps base's value and is reported in the joined error as
+// a [*SettingError] (matching [ErrInvalidSetting]); values that are merely
+// out of range are clamped. The result is normalized.
 func FromEnv(base Settings, lookup func(string) (string, bool)) (Settings, error) {
 	var errs []error
 	if lookup == nil {
@@ -141,6 +141,26 @@ func FromEnv(base Settings, lookup func(string) (string, bool)) (Settings, error
 	return base.Normalize(), errors.Join(errs...)
 }
 
+// ErrInvalidSetting is matched (with errors.Is) by every [*SettingError].
+var ErrInvalidSetting = errors.New("queue: invalid setting")
+
+// SettingError reports an environment value that [FromEnv] could not use;
+// the setting keeps its previous value.
+type SettingError struct {
+	// Name is the environment variable, Value its raw value.
+	Name, Value string
+	// Reason says what is wrong, e.g. "is not an integer".
+	Reason string
+}
+
+// Error names the variable, its quoted value and the reason.
+func (e *SettingError) Error() string {
+	return "queue: " + e.Name + "=" + strconv.Quote(e.Value) + " " + e.Reason
+}
+
+// Is reports whether target is [ErrInvalidSetting].
+func (e *SettingError) Is(target error) bool { return target == ErrInvalidSetting }
+
 func envInt(lookup func(string) (string, bool), name string, lo int64) (int64, bool, error) {
 	v, ok := lookup(name)
 	if !ok {
@@ -152,10 +172,10 @@ func envInt(lookup func(string) (string, bool), name string, lo int64) (int64, b
 		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) && !strings.HasPrefix(strings.TrimSpace(v), "-") {
 			return math.MaxInt64, true, nil // too large: clamped later
 		}
-		return 0, false, fmt.Errorf("queue: %s=%q is not an integer", name, v)
+		return 0, false, &SettingError{Name: name, Value: v, Reason: "is not an integer"}
 	}
 	if n < lo {
-		return 0, false, fmt.Errorf("queue: %s=%d is below %d", name, n, lo)
+		return 0, false, &SettingError{Name: name, Value: v, Reason: "is below " + strconv.FormatInt(lo, 10)}
 	}
 	return n, true, nil
 }

@@ -84,6 +84,18 @@ func TestFromEnv(t *testing.T) {
 			assert.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), tc.wantErr)
 		})
 	}
+	_, err := queue.FromEnv(queue.Settings{}, env(map[string]string{"RATE_LIMIT_MAX_WAIT_MS": "soon", "RATE_LIMIT_MAX_QUEUE_DEPTH": "-1"}))
+	require.ErrorIs(t, err, queue.ErrInvalidSetting)
+	errs := err.(interface{ Unwrap() []error }).Unwrap()
+	require.Len(t, errs, 2)
+	var se *queue.SettingError
+	require.ErrorAs(t, errs[0], &se)
+	assert.Equal(t, queue.SettingError{Name: "RATE_LIMIT_MAX_WAIT_MS", Value: "soon", Reason: "is not an integer"}, *se)
+	assert.EqualError(t, errs[0], `queue: RATE_LIMIT_MAX_WAIT_MS="soon" is not an integer`)
+	require.ErrorAs(t, errs[1], &se)
+	assert.Equal(t, queue.SettingError{Name: "RATE_LIMIT_MAX_QUEUE_DEPTH", Value: "-1", Reason: "is below 0"}, *se)
+	assert.EqualError(t, errs[1], `queue: RATE_LIMIT_MAX_QUEUE_DEPTH="-1" is below 0`)
+
 	got, err := queue.FromEnv(queue.Settings{MaxConcurrency: 2}, nil)
 	assert.NoError(t, err)
 	assert.Equal(t, 2, got.MaxConcurrency)
