@@ -76,3 +76,69 @@ func ExampleEmergencyFallback() {
 	fmt.Println(res.Emergency, res.Target.String(), string(calls[len(calls)-1].Body))
 	// Output: true backup/free/small {"model":"small","max_tokens":1024}
 }
+
+func ExampleCapOutputTokens() {
+	body, changed, err := combo.CapOutputTokens([]byte(`{"model":"m","max_tokens":32000,"messages":[]}`), 4096)
+	fmt.Println(string(body), changed, err)
+	body, changed, err = combo.CapOutputTokens([]byte(`{"model":"m","input":"hi"}`), 4096)
+	fmt.Println(string(body), changed, err)
+	// Output:
+	// {"max_tokens":4096,"messages":[],"model":"m"} true <nil>
+	// {"input":"hi","max_output_tokens":4096,"model":"m"} true <nil>
+}
+
+func ExamplePipeline_Run() {
+	up := combotest.New()
+	defer up.Close()
+	up.Handle("", func(c combotest.Call) combotest.Reply {
+		return combotest.Reply{Body: combotest.Credential(c.Header) + "(" + string(c.Body) + ")"}
+	})
+	send := func(ctx context.Context, t *combo.Target, step int, input []byte) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/v1/responses", strings.NewReader(string(input)))
+		req.Header.Set("Authorization", "Bearer "+t.Connection)
+		return up.Transport().RoundTrip(req)
+	}
+	p := &combo.Pipeline{Steps: []*combo.Combo{
+		{Name: "draft", Targets: []combo.Target{{Provider: "p", Connection: "draft", Model: "m"}}},
+		{Name: "review", Targets: []combo.Target{{Provider: "p", Connection: "review", Model: "m"}}},
+	}}
+	ans, err := p.Run(context.Background(), combo.New(combo.Config{}), combo.Request{}, []byte("question"), send)
+	fmt.Println(string(ans.Body), err)
+	// Output: review(draft(question)) <nil>
+}
+
+func ExampleRouter_Relay() {
+	up := combotest.New()
+	defer up.Close()
+	up.Script("a", combotest.Error(503, "down"))
+	send := func(ctx context.Context, t *combo.Target) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://upstream.test/v1/chat/completions", nil)
+		req.Header.Set("Authorization", "Bearer "+t.Connection)
+		return up.Transport().RoundTrip(req)
+	}
+	c := &combo.Combo{Name: "relay", Strategy: "context-relay", Targets: []combo.Target{
+		{Provider: "p", Connection: "a", Model: "m"},
+		{Provider: "p", Connection: "b", Model: "m"},
+		{Provider: "p", Connection: "c", Model: "m"},
+	}}
+	hook := func(_ context.Context, h combo.Handoff) {
+		fmt.Println("served by", h.Served.Connection, "- hand the context to", len(h.Next), "more")
+	}
+	res, err := combo.New(combo.Config{}).Relay(context.Background(), combo.Request{Combo: c}, send, hook)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res.Response.Body.Close()
+	// Output: served by b - hand the context to 1 more
+}
+
+func ExampleParseToolLimit() {
+	limit, ok := combo.ParseToolLimit(400, []byte(`Invalid 'tools': array too long. Expected an array with maximum length 128`))
+	fmt.Println(limit, ok)
+	limit, ok = combo.ParseToolLimit(400, []byte(`Too many tools`))
+	fmt.Println(limit, ok)
+	// Output:
+	// 128 true
+	// -1 true
+}

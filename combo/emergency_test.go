@@ -306,3 +306,29 @@ func FuzzCapOutputTokens(f *testing.F) {
 		}
 	})
 }
+
+// The classifier's EmergencyDisabled setting, changed at run time, switches
+// the fallback off and on for the next failure.
+func TestEmergencyFallbackToggledThroughClassifier(t *testing.T) {
+	f := newFleet(t, "openai", "nvidia")
+	cl := restate.New(restate.Settings{})
+	f.cfg.Classifier = cl
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	f.up["openai"].Script("", combotest.Error(402, "payment required"))
+	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "", "gpt-4o")}}
+
+	set := cl.Settings()
+	set.EmergencyDisabled = true
+	cl.SetSettings(set)
+	_, err := f.do(t, c)
+	require.ErrorIs(t, err, combo.ErrUpstream)
+	assert.Equal(t, 0, f.up["nvidia"].Total())
+
+	set.EmergencyDisabled = false
+	cl.SetSettings(set)
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.True(t, res.Emergency)
+	assert.Equal(t, 1, f.up["nvidia"].Total())
+}
