@@ -93,26 +93,27 @@ func (c Config) Normalize() Config {
 // variables EnvTTL, EnvMaxOwners and EnvRetention, read through lookup
 // (os.LookupEnv in production). Durations are integers in milliseconds.
 // A value that does not parse keeps base's field and is reported in the
-// joined error; the result is not normalised.
+// joined error as a [*SettingError] (matching [ErrInvalidSetting]); the
+// result is not normalised.
 func FromEnv(base Config, lookup func(string) (string, bool)) (Config, error) {
 	var errs []error
 	if v, ok := lookup(EnvTTL); ok {
 		if n, err := parsePositive(v); err != nil {
-			errs = append(errs, fmt.Errorf("lease: %s: %w", EnvTTL, err))
+			errs = append(errs, &SettingError{Name: EnvTTL, Value: v, Err: err})
 		} else {
 			base.TTL = time.Duration(n) * time.Millisecond
 		}
 	}
 	if v, ok := lookup(EnvMaxOwners); ok {
 		if n, err := parsePositive(v); err != nil {
-			errs = append(errs, fmt.Errorf("lease: %s: %w", EnvMaxOwners, err))
+			errs = append(errs, &SettingError{Name: EnvMaxOwners, Value: v, Err: err})
 		} else {
 			base.MaxOwners = int(min(n, MaxMaxOwners))
 		}
 	}
 	if v, ok := lookup(EnvRetention); ok {
 		if n, err := parsePositive(v); err != nil {
-			errs = append(errs, fmt.Errorf("lease: %s: %w", EnvRetention, err))
+			errs = append(errs, &SettingError{Name: EnvRetention, Value: v, Err: err})
 		} else {
 			base.Retention = time.Duration(n) * time.Millisecond
 		}
@@ -133,3 +134,24 @@ func parsePositive(v string) (int64, error) {
 	}
 	return min(n, int64(MaxRetention/time.Millisecond)), nil
 }
+
+// ErrInvalidSetting is matched (with errors.Is) by every [*SettingError].
+var ErrInvalidSetting = errors.New("lease: invalid setting")
+
+// SettingError reports an environment value that [FromEnv] could not use;
+// the setting keeps its previous value.
+type SettingError struct {
+	// Name is the environment variable, Value its raw value.
+	Name, Value string
+	// Err says what is wrong with the value.
+	Err error
+}
+
+// Error names the variable and what is wrong with its value.
+func (e *SettingError) Error() string { return "lease: " + e.Name + ": " + e.Err.Error() }
+
+// Unwrap returns what is wrong with the value.
+func (e *SettingError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrInvalidSetting].
+func (e *SettingError) Is(target error) bool { return target == ErrInvalidSetting }

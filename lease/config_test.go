@@ -53,8 +53,18 @@ func TestFromEnv(t *testing.T) {
 	base := lease.Config{TTL: 7 * time.Second, MaxOwners: 70}
 	c, err = lease.FromEnv(base, env(map[string]string{"LEASE_TTL_MS": "soon", "LEASE_MAX_OWNERS": "-3"}))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "LEASE_TTL_MS")
-	assert.Contains(t, err.Error(), "LEASE_MAX_OWNERS")
+	assert.ErrorIs(t, err, lease.ErrInvalidSetting)
+	errs := err.(interface{ Unwrap() []error }).Unwrap()
+	require.Len(t, errs, 2)
+	var se *lease.SettingError
+	require.ErrorAs(t, errs[0], &se)
+	assert.Equal(t, "LEASE_TTL_MS", se.Name)
+	assert.Equal(t, "soon", se.Value)
+	assert.EqualError(t, errs[0], `lease: LEASE_TTL_MS: not an integer: "soon"`)
+	require.ErrorAs(t, errs[1], &se)
+	assert.Equal(t, "LEASE_MAX_OWNERS", se.Name)
+	assert.Equal(t, "-3", se.Value)
+	assert.EqualError(t, errs[1], "lease: LEASE_MAX_OWNERS: not positive: -3")
 	assert.Equal(t, base, c)
 
 	c, err = lease.FromEnv(base, env(nil))
