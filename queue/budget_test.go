@@ -216,3 +216,25 @@ func TestAcquireManyHammerCaps(t *testing.T) {
 		assert.Equal(t, 0, ks.Waiting, ks.Key)
 	}
 }
+
+// FullAt answers for a cap given by the caller, as AcquireMany's needs do:
+// full when that many run or the key is blocked.
+func TestFullAt(t *testing.T) {
+	q := queue.New(queue.Config{})
+	assert.False(t, q.FullAt("qsconn:c1", 1, t0), "unknown key")
+	g := mustMany(t, q, queue.Need{Key: "qsconn:c1", Cap: 2})
+	assert.False(t, q.FullAt("qsconn:c1", 2, t0))
+	assert.True(t, q.FullAt("qsconn:c1", 1, t0))
+	assert.False(t, q.FullAt("qsconn:c1", 0, t0), "no cap: never full by count")
+	g2 := mustMany(t, q, queue.Need{Key: "qsconn:c1", Cap: 2})
+	assert.True(t, q.Full("qsconn:c1", 2))
+	g.Release()
+	g2.Release()
+	assert.False(t, q.FullAt("qsconn:c1", 1, t0))
+
+	until := time.Now().Add(time.Hour)
+	q.Block("qsconn:c1", until)
+	assert.True(t, q.FullAt("qsconn:c1", 0, until.Add(-time.Second)))
+	assert.False(t, q.FullAt("qsconn:c1", 0, until), "the block ends at until")
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { q.FullAt("qsconn:c1", 1, t0) }))
+}

@@ -19,7 +19,8 @@
 // [Queue.AcquireMany] takes slots on several keys at once (for example a
 // global, a provider and a connection limit), all or nothing, and can fail
 // open: a full queue or a timeout then lets the request proceed without a
-// slot and says so in [Grant.Bypassed].
+// slot and says so in [Grant.Bypassed]. [Queue.FullAt] tells whether such a
+// key is at a given cap or blocked.
 //
 // [Queue.Learn] adapts a key to the rate-limit headers of an upstream answer
 // (x-ratelimit-limit, -remaining, -reset and their Anthropic forms); a 429

@@ -115,6 +115,24 @@ func (q *Queue) StatusAt(key string, now time.Time) Status {
 	return st
 }
 
+// Full is shorthand for FullAt(key, cap, time.Now()).
+func (q *Queue) Full(key string, cap int) bool { return q.FullAt(key, cap, time.Now()) }
+
+// FullAt reports whether key has cap or more requests running, or is
+// blocked, at now: whether a request needing a slot of key under cap (as
+// [Need] does for [Queue.AcquireMany]) would have to wait. A cap ≤ 0 means
+// no limit, so only a block makes the key full. It neither blocks nor
+// allocates.
+func (q *Queue) FullAt(key string, cap int, now time.Time) bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	g := q.gates[key]
+	if g == nil {
+		return false
+	}
+	return (cap > 0 && g.running >= cap) || g.blockedUntil.After(now)
+}
+
 // KeyState is one key's state as plain data, for health and admin views.
 type KeyState struct {
 	Key     string
