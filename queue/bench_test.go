@@ -111,6 +111,22 @@ func BenchmarkCheck(b *testing.B) {
 	}
 }
 
+func BenchmarkFullAt(b *testing.B) {
+	q := queue.New(queue.Config{})
+	g, err := q.AcquireMany(context.Background(), []queue.Need{{Key: "qsconn:c1", Cap: 1}}, queue.ManyOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Release()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if !q.FullAt("qsconn:c1", 1, now) {
+			b.Fatal("not full")
+		}
+	}
+}
+
 func BenchmarkCheckParallel(b *testing.B) {
 	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 3, RequestsPerMinute: 600}})
 	keys := make([]string, 64)
