@@ -25,7 +25,7 @@ func (t *Tracker) SeenEgressAt(conn, ip string, now time.Time) {
 		}
 		return true
 	})
-	t.afterWrite(now)
+	t.afterWrite(conn, now)
 }
 
 // InEgressFamily reports whether provider shares an egress-IP quota, that is,
@@ -95,7 +95,7 @@ func (t *Tracker) egressLock(conn, ip string, f Failure, until, now time.Time) [
 		}
 	}
 	if len(cooled) > 0 {
-		t.afterWrite(now)
+		t.afterWrite(conn, now)
 	}
 	return cooled
 }

@@ -140,6 +140,13 @@ func TestEgressSiblings(t *testing.T) {
 	assert.Equal(t, t0.Add(4*time.Second), tr.StatusAt("S3", t0.Add(time.Second)).Until, "extended")
 	assert.True(t, tr.StatusAt("S4", t0).Available(), "another IP")
 
+	// A sibling whose cooling is disabled is never cooled.
+	tr = egressFixture(Config{})
+	tr.RegisterAt("S1", Options{Provider: "opencode-go", DisableCooling: true}, t0)
+	r = tr.FailAt("C", egressLimit, t0)
+	assert.Equal(t, []string{"S2"}, r.Egress)
+	assert.True(t, tr.StatusAt("S1", t0).Available())
+
 	// A cooling C absorbs further failures: no second round.
 	r = tr.FailAt("C", egressLimit, t0.Add(2*time.Second))
 	assert.Equal(t, Absorbed, r.Action)

@@ -28,8 +28,9 @@ func (t *Tracker) idle(e *Entry, now time.Time) bool {
 }
 
 // afterWrite prunes idle entries every so many writes (amortised O(1) per
-// write) and enforces the entry cap.
-func (t *Tracker) afterWrite(now time.Time) {
+// write) and enforces the entry cap. conn is the connection just written;
+// the cap never evicts it.
+func (t *Tracker) afterWrite(conn string, now time.Time) {
 	if t.sweeper == nil {
 		return
 	}
@@ -44,20 +45,21 @@ func (t *Tracker) afterWrite(now time.Time) {
 	}
 	defer t.sweeping.Store(false)
 	t.sinceSweep.Store(0)
-	t.sweep(now)
+	t.sweep(now, conn)
 }
 
 // sweep drops idle entries and, when the store is still over the cap,
 // evicts available entries, then the cooling entries that end first.
-// Terminal entries are never evicted.
-func (t *Tracker) sweep(now time.Time) {
+// Terminal entries are never evicted, nor is keep, the connection whose
+// write caused the sweep: that write has just reported its state.
+func (t *Tracker) sweep(now time.Time, keep string) {
 	t.sweeper.Sweep(func(_ string, e *Entry) bool { return t.idle(e, now) })
 	over := t.sweeper.Len() - t.cfg.MaxEntries
 	if over <= 0 {
 		return
 	}
-	t.sweeper.Sweep(func(_ string, e *Entry) bool {
-		return e.State == Available && !now.Before(e.Until)
+	t.sweeper.Sweep(func(conn string, e *Entry) bool {
+		return e.State == Available && !now.Before(e.Until) && conn != keep
 	})
 	// Leave a tenth of the cap free so the next writes do not sweep again.
 	over = t.sweeper.Len() - t.cfg.MaxEntries*9/10
@@ -65,8 +67,8 @@ func (t *Tracker) sweep(now time.Time) {
 		return
 	}
 	var ends []time.Time
-	t.sweeper.Sweep(func(_ string, e *Entry) bool {
-		if e.State == Available {
+	t.sweeper.Sweep(func(conn string, e *Entry) bool {
+		if e.State == Available && conn != keep {
 			ends = append(ends, e.Until)
 		}
 		return false
@@ -75,8 +77,14 @@ func (t *Tracker) sweep(now time.Time) {
 		return
 	}
 	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
-	cut := ends[min(over, len(ends))-1]
-	t.sweeper.Sweep(func(_ string, e *Entry) bool {
-		return e.State == Available && !e.Until.After(cut)
+	over = min(over, len(ends))
+	cut := ends[over-1]
+	// Entries ending at the cut itself go only while some are still needed.
+	t.sweeper.Sweep(func(conn string, e *Entry) bool {
+		if e.State != Available || conn == keep || e.Until.After(cut) || over == 0 {
+			return false
+		}
+		over--
+		return true
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Lapsed cooldowns of entries that carry nothing else are pruned lazily.
@@ -100,4 +101,28 @@ func TestMaxEntriesTerminal(t *testing.T) {
 		assert.Equal(t, Expired, tr.StatusAt(fmt.Sprint("t", i), t0).State)
 	}
 	assert.Equal(t, 40, tr.store.(*MemoryStore).Len())
+}
+
+// Over the cap, a write never evicts the connection it wrote, even when
+// that connection's cooldown ends first, and entries that end at the same
+// time as the last one evicted are evicted only as far as needed.
+func TestMaxEntriesSparesTheWrittenConnection(t *testing.T) {
+	tr := New(Config{MaxEntries: 16})
+	for i := range 20 {
+		tr.FailAt(fmt.Sprint("c", i), Failure{Status: 429, Reason: "quota_exhausted", Cooldown: time.Hour}, t0)
+	}
+	for j := range 2 * capSweepInterval {
+		c := fmt.Sprint("new", j)
+		r := tr.FailAt(c, Failure{Status: 429, Reason: "quota_exhausted", Cooldown: time.Second}, t0)
+		require.Equal(t, Episode, r.Action)
+		assert.Equal(t, Status{State: Cooling, Until: t0.Add(time.Second), Reason: "quota_exhausted"}, tr.StatusAt(c, t0), c)
+	}
+	// The sweeps at the 17th write and then every 8th write each left 14
+	// entries (nine tenths of the cap), the written one among them: 17
+	// entries tie at the first cut, and only 3 of them went. Three writes
+	// followed the last sweep.
+	assert.Equal(t, 17, tr.store.(*MemoryStore).Len())
+	for j := range 4 {
+		assert.True(t, tr.StatusAt(fmt.Sprint("new", j), t0).Available(), "new%d evicted first", j)
+	}
 }

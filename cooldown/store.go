@@ -31,8 +31,8 @@ type Sweeper interface {
 	// Len returns the number of entries.
 	Len() int
 	// Sweep deletes every entry for which drop returns true and returns
-	// how many it deleted. drop must neither modify e nor call back into
-	// the store.
+	// how many it deleted. drop is called from one goroutine at a time; it
+	// must neither modify e nor call back into the store.
 	Sweep(drop func(conn string, e *Entry) bool) int
 }
 

@@ -47,14 +47,18 @@ func (t *Tracker) Config() Config {
 	return c
 }
 
-// Register sets conn's tags and settings, keeping its state.
-func (t *Tracker) Register(conn string, o Options) {
-	now := time.Now()
+// Register is shorthand for RegisterAt(conn, o, time.Now()).
+func (t *Tracker) Register(conn string, o Options) { t.RegisterAt(conn, o, time.Now()) }
+
+// RegisterAt sets conn's tags and settings at now, keeping its state. With
+// zero Options, an entry that carries no other information at now is
+// dropped.
+func (t *Tracker) RegisterAt(conn string, o Options, now time.Time) {
 	t.store.Update(conn, func(e *Entry, _ bool) bool {
 		e.Options = o
 		return !t.idle(e, now)
 	})
-	t.afterWrite(now)
+	t.afterWrite(conn, now)
 }
 
 // Forget drops everything known about conn, its tags included.
@@ -132,7 +136,7 @@ func (t *Tracker) FailAt(conn string, f Failure, now time.Time) Result {
 		}
 		return !t.idle(e, now)
 	})
-	t.afterWrite(now)
+	t.afterWrite(conn, now)
 	if !sameStatus(from, res.Status) {
 		t.emit(Event{Conn: conn, Provider: provider, Cause: CauseFailure, From: from, To: res.Status, At: now})
 	}
@@ -317,7 +321,7 @@ func (t *Tracker) clear(conn string, now time.Time, cause Cause, reset bool) boo
 		return !t.idle(e, now)
 	})
 	if changed {
-		t.afterWrite(now)
+		t.afterWrite(conn, now)
 		if !sameStatus(from, to) {
 			t.emit(Event{Conn: conn, Provider: provider, Cause: cause, From: from, To: to, At: now})
 		}

@@ -246,14 +246,20 @@ func TestCreditsExhausted(t *testing.T) {
 
 // M3.3 scenario 11: terminal beats transient.
 func TestTerminalAbsorbsFailures(t *testing.T) {
-	tr := New(Config{})
-	tr.FailAt("k1", Failure{Status: 403, Reason: "auth_error", Permanent: true}, t0)
-	for _, f := range []Failure{rateLimit, {Status: 401}, {Status: 402}, {Status: 503, Cooldown: time.Hour}} {
+	var events []Event
+	tr := New(Config{OnChange: func(e Event) { events = append(events, e) }})
+	tr.FailAt("k1", Failure{Status: 403, Reason: "auth_error", Message: "account disabled", Permanent: true}, t0)
+	row := tr.SnapshotAt(t0)
+	require.Len(t, row, 1)
+	for _, f := range []Failure{rateLimit, {Status: 401}, {Status: 402}, {Status: 503, Cooldown: time.Hour},
+		{Status: 403, Reason: "request_rejected", RequestRejected: true}} {
 		r := tr.FailAt("k1", f, t0.Add(time.Minute))
 		assert.Equal(t, Absorbed, r.Action)
 		assert.Equal(t, time.Duration(0), r.Cooldown)
 		assert.Equal(t, Status{State: Banned, Reason: "auth_error"}, r.Status)
+		assert.Equal(t, row, tr.SnapshotAt(t0), "the row is unchanged")
 	}
+	assert.Len(t, events, 1, "only the ban was an event")
 	assert.Equal(t, 0, tr.ClearAt(Selector{All: true}, t0), "clearing never lifts a terminal state")
 	tr.SucceedAt("k1", t0)
 	assert.Equal(t, Banned, tr.StatusAt("k1", t0).State, "a success never lifts a ban")
@@ -571,4 +577,25 @@ func TestMessageTruncated(t *testing.T) {
 	assert.Equal(t, long[:100], got)
 	assert.Equal(t, "ab", truncate("abc", 2))
 	assert.Equal(t, "a", truncate("aé", 2), "cut at a rune boundary")
+}
+
+// RegisterAt decides at the time it is given whether an untagged entry
+// still carries information.
+func TestRegisterAt(t *testing.T) {
+	tr := New(Config{})
+	quota := Failure{Status: 429, Reason: "quota_exhausted", Cooldown: time.Minute}
+	tr.FailAt("k1", quota, t0)
+	tr.RegisterAt("k1", Options{Provider: "openai", Class: OAuth}, t0)
+	require.Len(t, tr.SnapshotAt(t0), 1)
+	assert.Equal(t, Info{Conn: "k1", Provider: "openai", Class: OAuth,
+		Status: Status{State: Cooling, Until: t0.Add(time.Minute), Reason: "quota_exhausted"},
+		Reason: "quota_exhausted", ErrorStatus: 429, LastErrorAt: t0,
+	}, tr.SnapshotAt(t0)[0])
+
+	// Untagged while still cooling: the cooldown is kept.
+	tr.RegisterAt("k1", Options{}, t0.Add(30*time.Second))
+	assert.Equal(t, Status{State: Cooling, Until: t0.Add(time.Minute), Reason: "quota_exhausted"}, tr.StatusAt("k1", t0.Add(30*time.Second)))
+	// Untagged after the cooldown, at level 0: nothing left to keep.
+	tr.RegisterAt("k1", Options{}, t0.Add(2*time.Minute))
+	assert.Empty(t, tr.SnapshotAt(t0))
 }
