@@ -572,7 +572,7 @@ func (r *Router) commitStream(t *Target, h *handle, st *reqState, resp *http.Res
 			v, _ := r.classifier().ClassifyEventAt(restate.Response{
 				Provider: t.Provider, Model: t.Model, Auth: authClass(t.AuthClass),
 				Status: http.StatusOK, Header: resp.Header,
-			}, ev.Data, now)
+			}, ev.SSE(), now)
 			if v.Status < 400 {
 				v.Status = http.StatusBadGateway
 			}

@@ -75,6 +75,10 @@ type Result struct {
 	Response *http.Response
 	Target   Target
 	Attempts []Attempt
+	// Excluded lists the targets that the layers kept out before dispatch
+	// (in the screening that led to the answer), each with its reason and
+	// recovery time. Targets refused at dispatch are in Attempts, skipped.
+	Excluded []Exclusion
 	// Emergency reports that the emergency fallback served the request.
 	Emergency bool
 }
@@ -371,6 +375,9 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			if resp != nil {
 				res.Response = resp
 				res.Target = *t
+				if len(st.excluded) > 0 {
+					res.Excluded = append([]Exclusion(nil), st.excluded...)
+				}
 				return res, nil
 			}
 			last = fail

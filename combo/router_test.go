@@ -168,6 +168,11 @@ func TestRetryAfterCoolsOneKeyWhileSiblingServes(t *testing.T) {
 	assert.Equal(t, "k2", res.Target.Connection)
 	assert.Equal(t, 1, f.up["openai"].Count("k1"), "the cooling key is not called again")
 	assert.Equal(t, 2, f.up["openai"].Count("k2"))
+	require.Len(t, res.Excluded, 1, "the result names what was kept out")
+	x := res.Excluded[0]
+	assert.Equal(t, "k1", x.Connection)
+	assert.Equal(t, combo.ReasonModelLockout, x.Reason, "a 429 also locks the model, which is asked first")
+	assert.InDelta(t, 20, x.RetryAfter.Seconds(), 1)
 }
 
 func TestNotFoundLocksOneModelOnly(t *testing.T) {
@@ -805,4 +810,18 @@ func TestRoundRobinPerTargetConcurrency(t *testing.T) {
 		assert.NoError(t, <-first)
 		assert.Equal(t, 1, f.up["openai"].Total())
 	})
+}
+
+// An error event that is not JSON is still an error: its event name says so.
+func TestPlainTextErrorEventInsideStreamFallsBack(t *testing.T) {
+	f := newFleet(t, "a", "b")
+	f.up["a"].Script("", combotest.SSE(0, combotest.Event{Raw: "event: error\ndata: upstream exploded\n\n"}))
+	c := &combo.Combo{Name: "s", Targets: []combo.Target{target("a", "a1", "m"), target("b", "b1", "m")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, "b", res.Target.Provider)
+	assert.Equal(t, []string{
+		"a/a1/m:failed:Internal Server Error",
+		"b/b1/m:succeeded:OK",
+	}, outcomes(res))
 }
