@@ -5,16 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/routeguard/routeguard/cooldown"
 )
 
 // EmergencyFallback sends a request once more to an emergency target when
 // every target failed and the last failure says the account ran out of
 // money: HTTP 402, or an error body naming exhausted funds, credits, quota
 // or budget (the trigger of the EmergencyFallback method of the router's
-// restate.Classifier). Requests that carry tools, or that hold a lease,
-// never fall back.
+// restate.Classifier). It also sends it there when nothing could be
+// dispatched and one of the targets was held back because its connection
+// is out of credits (the state an earlier 402 leaves behind), so later
+// requests are served the same way as the first. Requests that carry
+// tools, or that hold a lease, never fall back.
 //
 // The emergency attempt goes through every layer like any other, with a
 // capped output budget: the send function must read it with [OutputBudget]
@@ -136,18 +142,33 @@ func withinBudget(v json.RawMessage, tokens int) bool {
 }
 
 // emergencyTrigger reports whether the failure err of req takes the
-// emergency fallback and, if so, the emergency target and output budget.
-// res holds the attempts made so far: an emergency target that has just
-// failed is not asked again.
-func (r *Router) emergencyTrigger(ctx context.Context, req Request, res *Result, err error) (Target, int, *UpstreamError, bool) {
+// emergency fallback and, if so, the emergency target, the output budget
+// and the status that triggered it. An [UpstreamError] triggers it when
+// the classifier says so (402, or a body naming exhausted funds); a
+// [TerminalError] when a target was held back because its connection is
+// out of credits, the remembered form of the same failure. res holds the
+// attempts made so far: an emergency target that has just failed is not
+// asked again.
+func (r *Router) emergencyTrigger(ctx context.Context, req Request, res *Result, err error) (Target, int, int, bool) {
 	e := r.cfg.Emergency
-	var ue *UpstreamError
-	if !e.Enabled() || req.Tools > 0 || req.Lease != nil || ctx.Err() != nil || !errors.As(err, &ue) {
-		return Target{}, 0, nil, false
+	if !e.Enabled() || req.Tools > 0 || req.Lease != nil || ctx.Err() != nil {
+		return Target{}, 0, 0, false
 	}
-	et, ok := r.classifier().EmergencyFallback(ue.Status, ue.Body, req.Tools > 0)
+	var status int
+	var body []byte
+	var ue *UpstreamError
+	var te *TerminalError
+	switch {
+	case errors.As(err, &ue):
+		status, body = ue.Status, ue.Body
+	case errors.As(err, &te) && outOfCredits(te.Excluded):
+		status = http.StatusPaymentRequired
+	default:
+		return Target{}, 0, 0, false
+	}
+	et, ok := r.classifier().EmergencyFallback(status, body, req.Tools > 0)
 	if !ok {
-		return Target{}, 0, nil, false
+		return Target{}, 0, 0, false
 	}
 	t := e.Target
 	if t.Provider == "" {
@@ -159,17 +180,32 @@ func (r *Router) emergencyTrigger(ctx context.Context, req Request, res *Result,
 	}
 	for _, a := range res.Attempts {
 		if a.Outcome != OutcomeSkipped && keyOf(&a.Target) == keyOf(&t) {
-			return Target{}, 0, nil, false // the emergency target itself just failed
+			return Target{}, 0, 0, false // the emergency target itself just failed
 		}
 	}
-	return t, budget, ue, true
+	return t, budget, status, true
+}
+
+// creditsExhausted is the Detail of an exclusion whose connection is out of
+// credits.
+var creditsExhausted = cooldown.CreditsExhausted.String()
+
+// outOfCredits reports whether one of the exclusions is a connection out of
+// credits.
+func outOfCredits(xs []Exclusion) bool {
+	for _, x := range xs {
+		if x.Reason == ReasonUnavailable && x.Detail == creditsExhausted {
+			return true
+		}
+	}
+	return false
 }
 
 // emergency decides whether the failure err of req takes the emergency
 // fallback and, if so, dispatches once to the emergency target. It returns
 // the original failure when the fallback does not apply or fails too.
 func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res *Result, err error) (*Result, error) {
-	t, budget, ue, ok := r.emergencyTrigger(ctx, req, res, err)
+	t, budget, status, ok := r.emergencyTrigger(ctx, req, res, err)
 	if !ok {
 		return res, err
 	}
@@ -183,7 +219,7 @@ func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res 
 	set.CooldownWait.Disabled = true
 	ereq := req
 	ereq.Combo = &Combo{Name: name, Strategy: StrategyPriority, Targets: []Target{t}, Settings: set}
-	r.log.Info("combo: emergency fallback", "target", t.String(), "status", ue.Status, "maxOutputTokens", budget)
+	r.log.Info("combo: emergency fallback", "target", t.String(), "status", status, "maxOutputTokens", budget)
 	eres, eerr := r.dispatch(WithOutputBudget(ctx, budget), ereq, send)
 	if eres != nil {
 		res.Attempts = append(res.Attempts, eres.Attempts...)
@@ -192,7 +228,9 @@ func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res 
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
-		ue.Attempts = res.Attempts
+		if ue, ok := errors.AsType[*UpstreamError](err); ok {
+			ue.Attempts = res.Attempts
+		}
 		return res, err
 	}
 	res.Response, res.Target, res.Emergency = eres.Response, eres.Target, true

@@ -332,3 +332,57 @@ func TestEmergencyFallbackToggledThroughClassifier(t *testing.T) {
 	assert.True(t, res.Emergency)
 	assert.Equal(t, 1, f.up["nvidia"].Total())
 }
+
+// A 402 leaves the connection out of credits; the next requests find
+// nothing to dispatch and take the emergency fallback as the first did,
+// without calling the exhausted connection again.
+func TestEmergencyFallbackAfterCreditsExhausted(t *testing.T) {
+	f := newFleet(t, "openai", "anthropic", "nvidia")
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	f.up["openai"].Script("k1", combotest.Error(402, "payment required"))
+	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "k1", "gpt-4o")}}
+	for i := range 3 {
+		res, err := f.do(t, c)
+		require.NoError(t, err, "request %d", i)
+		assert.True(t, res.Emergency)
+		assert.Equal(t, "nvidia", res.Target.Provider)
+	}
+	assert.Equal(t, 1, f.up["openai"].Total(), "the exhausted connection is asked once")
+	assert.Equal(t, 3, f.up["nvidia"].Total())
+	assert.Equal(t, "credits_exhausted", f.cfg.Cooldowns.Status("k1").State.String())
+
+	// The same with tools: the terminal answer, no fallback.
+	_, err := f.do(t, c, func(r *combo.Request) { r.Tools = 1 })
+	var te *combo.TerminalError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, 404, te.Status)
+	assert.Equal(t, 3, f.up["nvidia"].Total())
+
+	// Switched off: the terminal answer.
+	f.cfg.Emergency.SetEnabled(false)
+	_, err = f.do(t, c)
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, combo.TerminalNoExecutable, te.TerminalReason)
+
+	// A pool held back by timers only (no connection out of credits) gets
+	// its terminal answer, even with the fallback on.
+	f.cfg.Emergency.SetEnabled(true)
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "anthropic", Connection: "a1", Model: "claude", Status: 429, Cooldown: time.Minute}, time.Now())
+	cooling := &combo.Combo{Name: "cooling", Targets: []combo.Target{target("anthropic", "a1", "claude")},
+		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+	_, err = f.do(t, cooling)
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, 503, te.Status)
+	assert.Equal(t, 3, f.up["nvidia"].Total())
+
+	// One target out of credits and one cooling: the first request of such
+	// a combo would have fallen back after the 402, and so does this one.
+	mixed := &combo.Combo{Name: "mixed", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")},
+		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+	res, err := f.do(t, mixed)
+	require.NoError(t, err)
+	assert.True(t, res.Emergency)
+	assert.Equal(t, 4, f.up["nvidia"].Total())
+	assert.Equal(t, 0, f.up["anthropic"].Total())
+}
