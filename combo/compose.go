@@ -110,6 +110,8 @@ type ComposeError struct {
 	Errs []error
 }
 
+// Error describes the failure: its code, the pipeline step if any, and the
+// failures of the legs or the step.
 func (e *ComposeError) Error() string {
 	msg := "combo: " + e.Code
 	if e.Step >= 0 {
