@@ -25,8 +25,10 @@
 // failure count decayed, the session pinned.
 //
 // When nothing can be dispatched the router answers with a [TerminalError]:
-// 503 all_targets_cooling_down with Retry-After when some exclusion ends by
-// itself, 404 no_executable_targets otherwise. A short transient model
+// 400 capability_mismatch when every target was kept out because it cannot
+// take this request (too many tools), 503 all_targets_cooling_down with
+// Retry-After when some exclusion ends by itself, 404 no_executable_targets
+// otherwise. A short transient model
 // lockout may be waited out instead (see [CooldownWait]).
 //
 // A streamed answer is held back until its first useful output, under the

@@ -63,22 +63,27 @@ var (
 	// ErrNoExecutableTargets means no target can run and no timer will
 	// change that; the answer is 404.
 	ErrNoExecutableTargets = errors.New("combo: no executable targets")
+	// ErrCapabilityMismatch means every target was kept out because it
+	// cannot take this request (too many tools, a prompt larger than its
+	// context window); the answer is 400.
+	ErrCapabilityMismatch = errors.New("combo: no target can take this request")
 )
 
 // Terminal reasons carried by [TerminalError].
 const (
 	TerminalAllCoolingDown = "all_targets_cooling_down"
 	TerminalNoExecutable   = "no_executable_targets"
+	TerminalCapability     = "capability_mismatch"
 )
 
 // TerminalError is the answer when nothing can be dispatched. It matches
-// [ErrAllCoolingDown] or [ErrNoExecutableTargets] and renders itself as an
-// HTTP answer with [TerminalError.WriteHTTP].
+// [ErrAllCoolingDown], [ErrNoExecutableTargets] or [ErrCapabilityMismatch]
+// and renders itself as an HTTP answer with [TerminalError.WriteHTTP].
 type TerminalError struct {
 	Combo          string
-	Status         int    // 503 or 404
+	Status         int    // 503, 404 or 400
 	Code           string // error code of the body
-	TerminalReason string // TerminalAllCoolingDown or TerminalNoExecutable
+	TerminalReason string // TerminalAllCoolingDown, TerminalNoExecutable or TerminalCapability
 	PoolSize       int
 	Attempted      int
 	Excluded       []Exclusion
@@ -94,22 +99,30 @@ func terminalError(combo string, pool, attempted int, excl ...[]Exclusion) *Term
 	for _, l := range excl {
 		e.Excluded = append(e.Excluded, l...)
 	}
-	timed := false
+	timed, capability := false, len(e.Excluded) > 0
 	var earliest time.Duration
 	for _, x := range e.Excluded {
 		if x.Reason.timed() {
 			timed = true
 		}
+		if x.Reason != ReasonToolLimit && x.Reason != ReasonContextTooSmall {
+			capability = false
+		}
 		if x.RetryAfter > 0 && (earliest == 0 || x.RetryAfter < earliest) {
 			earliest = x.RetryAfter
 		}
 	}
-	if timed {
+	switch {
+	case capability:
+		e.Status = http.StatusBadRequest
+		e.Code = TerminalCapability
+		e.TerminalReason = TerminalCapability
+	case timed:
 		e.Status = http.StatusServiceUnavailable
 		e.Code = TerminalAllCoolingDown
 		e.TerminalReason = TerminalAllCoolingDown
 		e.RetryAfter = ceilSeconds(earliest)
-	} else {
+	default:
 		e.Status = http.StatusNotFound
 		e.Code = "model_not_found"
 		e.TerminalReason = TerminalNoExecutable
@@ -139,6 +152,8 @@ func (e *TerminalError) Is(target error) bool {
 		return e.TerminalReason == TerminalAllCoolingDown
 	case ErrNoExecutableTargets:
 		return e.TerminalReason == TerminalNoExecutable
+	case ErrCapabilityMismatch:
+		return e.TerminalReason == TerminalCapability
 	}
 	return false
 }
@@ -152,7 +167,11 @@ func (e *TerminalError) message() string {
 	if name == "" {
 		name = "combo"
 	}
-	fmt.Fprintf(&b, "All targets of %s are cooling down: ", name)
+	if e.TerminalReason == TerminalCapability {
+		fmt.Fprintf(&b, "No target of %s can take this request: ", name)
+	} else {
+		fmt.Fprintf(&b, "All targets of %s are cooling down: ", name)
+	}
 	for i, x := range e.Excluded {
 		if i > 0 {
 			b.WriteString(", ")
@@ -210,10 +229,14 @@ func (e *TerminalError) Body() Body {
 			RetryAfterSeconds: int64(ceilSeconds(x.RetryAfter) / time.Second),
 		}
 	}
-	if e.TerminalReason == TerminalNoExecutable {
+	switch e.TerminalReason {
+	case TerminalNoExecutable:
 		b.RecoveryHint.Action = "switch-combo"
 		b.RecoveryHint.NextStep = "Choose another combo or model: no target of this one can serve requests."
-	} else {
+	case TerminalCapability:
+		b.RecoveryHint.Action = "change-request"
+		b.RecoveryHint.NextStep = "Send fewer tools or a shorter prompt, or choose a combo whose models accept this request."
+	default:
 		b.RecoveryHint.Action = "wait"
 		b.RecoveryHint.NextStep = "Retry after the indicated delay; the targets recover by themselves."
 		b.RecoveryHint.RetryAfterSeconds = int64(e.RetryAfter / time.Second)
@@ -226,9 +249,12 @@ func (e *TerminalError) Header() http.Header {
 	h := make(http.Header, 5)
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Omniroute-Combo-Terminal-Reason", e.TerminalReason)
-	if e.TerminalReason == TerminalAllCoolingDown {
+	switch e.TerminalReason {
+	case TerminalAllCoolingDown:
 		h.Set("X-Omniroute-Recovery-Action", "wait")
-	} else {
+	case TerminalCapability:
+		h.Set("X-Omniroute-Recovery-Action", "change-request")
+	default:
 		h.Set("X-Omniroute-Recovery-Action", "switch-combo")
 	}
 	if e.RetryAfter > 0 {

@@ -232,10 +232,10 @@ func (r *Router) order(s Strategy, req *Request, st *reqState, now time.Time) {
 	s.Order(&st.pick)
 	st.eligible = st.pick.Targets
 	st.pick = Pick{}
-	// Priority and fill-first keep their declared order; cache-optimized's
+	// Priority, fill-first and context-relay keep their declared order; cache-optimized's
 	// order beats session stickiness.
 	switch req.Combo.Strategy {
-	case "", StrategyPriority, StrategyFillFirst, StrategyCacheOptimized:
+	case "", StrategyPriority, StrategyFillFirst, StrategyContextRelay, StrategyCacheOptimized:
 		return
 	}
 	if req.Session != "" {

@@ -91,6 +91,9 @@ const (
 	StrategyCacheOptimized   = "cache-optimized"
 	StrategyQuotaShare       = "quota-share"
 	StrategyAuto             = "auto"
+	// StrategyContextRelay orders like priority; Router.Relay adds its
+	// hand-off hook.
+	StrategyContextRelay = "context-relay"
 )
 
 // strategies is a router's set of strategies by name.
@@ -107,6 +110,7 @@ func newStrategies(cfg *Config) *strategies {
 	s := &strategies{m: map[string]Strategy{
 		StrategyPriority:         Priority{},
 		StrategyFillFirst:        Priority{},
+		StrategyContextRelay:     Priority{},
 		StrategyRoundRobin:       NewRoundRobin(),
 		StrategyWeighted:         &Weighted{rnd: rnd},
 		StrategyP2C:              &P2C{rnd: rnd},

@@ -77,7 +77,7 @@ func TestUnknownStrategyListsEveryName(t *testing.T) {
 		Targets: []combo.Target{{Provider: "p", Model: "m"}}}}, nil)
 	var se *combo.UnknownStrategyError
 	require.True(t, errors.As(err, &se))
-	assert.Equal(t, []string{"auto", "cache-optimized", "context-optimized", "cost-optimized", "fill-first",
+	assert.Equal(t, []string{"auto", "cache-optimized", "context-optimized", "context-relay", "cost-optimized", "fill-first",
 		"headroom", "least-used", "lkgp", "p2c", "priority", "quota-share", "random", "reset-aware",
 		"reset-window", "round-robin", "strict-random", "weighted"}, se.Valid)
 	assert.Contains(t, err.Error(), `"fastest"`)

@@ -180,9 +180,14 @@ func TestToolLimitLearnedAndTargetSkipped(t *testing.T) {
 	_, err = f.router.Do(context.Background(), combo.Request{Combo: only, Tools: 200}, f.send)
 	var te *combo.TerminalError
 	require.ErrorAs(t, err, &te)
-	assert.Equal(t, 404, te.Status)
+	assert.Equal(t, 400, te.Status, "no target can take 200 tools: the request must change")
+	assert.Equal(t, combo.TerminalCapability, te.Code)
+	assert.ErrorIs(t, err, combo.ErrCapabilityMismatch)
+	assert.Equal(t, "change-request", te.Header().Get("X-Omniroute-Recovery-Action"))
+	assert.Empty(t, te.Header().Get("Retry-After"))
 	require.Len(t, te.Excluded, 1)
 	assert.Equal(t, combo.ReasonToolLimit, te.Excluded[0].Reason)
+	assert.Equal(t, "No target of only can take this request: openai/gpt-4o: tool_limit", te.Body().Error.Message)
 }
 
 func TestToolLimitWithoutNumberAssumesOneFewer(t *testing.T) {
