@@ -13,7 +13,7 @@ import (
 )
 
 // EmergencyFallback sends a request once more to an emergency target when
-// every target failed and the last failure says the account ran out of
+// every target failed and one of the failures says the account ran out of
 // money: HTTP 402, or an error body naming exhausted funds, credits, quota
 // or budget (the trigger of the EmergencyFallback method of the router's
 // restate.Classifier). It also sends it there when nothing could be
@@ -161,6 +161,9 @@ func (r *Router) emergencyTrigger(ctx context.Context, req Request, res *Result,
 	switch {
 	case errors.As(err, &ue):
 		status, body = ue.Status, ue.Body
+		if res.trigger != nil { // an earlier target named exhausted credits
+			status, body = res.trigger.Status, res.trigger.Body
+		}
 	case errors.As(err, &te) && outOfCredits(te.Excluded):
 		status = http.StatusPaymentRequired
 	default:

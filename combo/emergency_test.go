@@ -386,3 +386,23 @@ func TestEmergencyFallbackAfterCreditsExhausted(t *testing.T) {
 	assert.Equal(t, 4, f.up["nvidia"].Total())
 	assert.Equal(t, 0, f.up["anthropic"].Total())
 }
+
+// The trigger may come from any target of the request, not only the last
+// one tried.
+func TestEmergencyFallbackOnAnEarlierFailure(t *testing.T) {
+	f := newFleet(t, "openai", "anthropic", "nvidia")
+	f.cfg.Emergency = &combo.EmergencyFallback{}
+	f.rebuild()
+	f.up["openai"].Script("", combotest.Error(402, "payment required"))
+	f.up["anthropic"].Script("", combotest.Error(500, "boom"))
+	f.up["nvidia"].Script("", combotest.OK("rescued"))
+	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "", "gpt-4o"), target("anthropic", "", "claude")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.True(t, res.Emergency)
+	assert.Equal(t, []string{
+		"openai//gpt-4o:failed:Payment Required",
+		"anthropic//claude:failed:Internal Server Error",
+		"nvidia//openai/gpt-oss-120b:succeeded:OK",
+	}, outcomes(res))
+}

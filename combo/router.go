@@ -81,6 +81,10 @@ type Result struct {
 	Excluded []Exclusion
 	// Emergency reports that the emergency fallback served the request.
 	Emergency bool
+
+	// trigger is the first failure that names exhausted funds or credits,
+	// for the emergency fallback; nil when none did.
+	trigger *UpstreamError
 }
 
 // ErrUpstream is matched by [UpstreamError].
@@ -276,8 +280,8 @@ func (r *Router) quotaShareSlot(ctx context.Context, req *Request, ordered []*Ta
 // [*UpstreamError] (attempts were made and failed), a lease error (the
 // request's lease is not valid), or the context's error.
 //
-// When the router is configured with an [EmergencyFallback] and the final
-// failure names exhausted funds or credits, a request without tools is sent
+// When the router is configured with an [EmergencyFallback] and every
+// target failed, one of them naming exhausted funds or credits, a request without tools is sent
 // once more to the emergency target (see [EmergencyFallback]).
 func (r *Router) Do(ctx context.Context, req Request, send SendFunc) (*Result, error) {
 	res, err := r.dispatch(ctx, req, send)
@@ -381,6 +385,11 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 				return res, nil
 			}
 			last = fail
+			if r.cfg.Emergency != nil && res.trigger == nil {
+				if _, ok := r.classifier().EmergencyFallback(fail.Status, fail.Body, req.Tools > 0); ok {
+					res.trigger = &fail.UpstreamError
+				}
+			}
 			if !fail.fallback {
 				last.Attempts = res.Attempts
 				return res, &last.UpstreamError
