@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -76,10 +77,22 @@ func (t *tally) percentile(p int) time.Duration {
 }
 
 // answered reads a response to the end and reports whether it carried text.
-func answered(resp *http.Response) bool {
+func answered(resp *http.Response) bool { return answer(resp) == nil }
+
+// answer reads resp and says why it is not an answer with text, if it is
+// not.
+func answer(resp *http.Response) error {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return err == nil && resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"content":"`))
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading the answer: %w", err)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("status %d", resp.StatusCode)
+	case !bytes.Contains(body, []byte(`"content":"`)):
+		return errors.New("no text in the answer")
+	}
+	return nil
 }
 
 // play sends the request stream through do, one request at a time, on a
@@ -157,7 +170,10 @@ func runRouted(out io.Writer, opt options) tally {
 		}
 		// One agent session: affinity pins it to the key that served it.
 		res, err := router.Do(ctx, combo.Request{Combo: r.combo(), Session: "agent-7"}, send)
-		ok := err == nil && answered(res.Response)
+		if err == nil {
+			err = answer(res.Response)
+		}
+		ok := err == nil
 		tl.end(ok, err)
 		return ok
 	}
