@@ -129,7 +129,7 @@ func ExampleSet_Restore() {
 	fmt.Println(string(out))
 	// Output:
 	// open 30s
-	// "open"
+	// "OPEN"
 }
 
 // A gateway that finds a provider's breaker open answers the client with

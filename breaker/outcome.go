@@ -34,8 +34,18 @@ func (s State) String() string {
 	return "state(" + strconv.Itoa(int(s)) + ")"
 }
 
-// MarshalText encodes the state as its String form.
-func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+// wireNames are the states as JSON and stored records spell them.
+var wireNames = [...]string{"CLOSED", "DEGRADED", "OPEN", "HALF_OPEN"}
+
+// MarshalText encodes the state as CLOSED, DEGRADED, OPEN or HALF_OPEN, the
+// spelling of health pages and stored records; [ParseState] reads it back,
+// and String's lower-case form too.
+func (s State) MarshalText() ([]byte, error) {
+	if int(s) < len(wireNames) {
+		return []byte(wireNames[s]), nil
+	}
+	return nil, errors.New("breaker: invalid state " + strconv.Itoa(int(s)))
+}
 
 // Admits reports whether a breaker in this state admits ordinary requests
 // (Closed and Degraded). A HalfOpen breaker admits only its probe.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestClassify(t *testing.T) {
@@ -76,7 +77,16 @@ func TestStrings(t *testing.T) {
 		[]string{APIKey.String(), OAuth.String(), Local.String(), Class(5).String()})
 	txt, err := HalfOpen.MarshalText()
 	assert.NoError(t, err)
-	assert.Equal(t, "half-open", string(txt))
+	assert.Equal(t, "HALF_OPEN", string(txt))
+	for _, st := range []State{Closed, Degraded, Open, HalfOpen} {
+		txt, err := st.MarshalText()
+		require.NoError(t, err)
+		back, err := ParseState(string(txt))
+		require.NoError(t, err)
+		assert.Equal(t, st, back, "%s round-trips", txt)
+	}
+	_, err = State(9).MarshalText()
+	assert.Error(t, err)
 	for _, s := range []string{"apikey", "api_key", "oauth", "local"} {
 		_, ok := ParseClass(s)
 		assert.True(t, ok, s)

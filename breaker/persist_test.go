@@ -277,7 +277,7 @@ func TestSetExportRestoreRoundTrip(t *testing.T) {
 
 		raw, err := json.Marshal(recs)
 		require.NoError(t, err)
-		assert.Contains(t, string(raw), `"state":"open"`)
+		assert.Contains(t, string(raw), `"state":"OPEN"`)
 		assert.Contains(t, string(raw), `"kindFailures":{"rate_limit":1}`)
 		var back []Record
 		require.NoError(t, json.Unmarshal(raw, &back))

@@ -82,7 +82,7 @@ func TestE2EOpenBreakerMovesTraffic(t *testing.T) {
 	require.Equal(t, 3, up["p1"].Total())
 
 	h := g.admin(t, http.MethodGet, "/api/monitoring/health", "").json(t)
-	assert.Equal(t, "open", h["providerHealth"].(map[string]any)["p1"].(map[string]any)["state"], h)
+	assert.Equal(t, "OPEN", h["providerHealth"].(map[string]any)["p1"].(map[string]any)["state"], h)
 
 	for range 3 {
 		a = g.chat(t, "smart", "hello", nil)
@@ -112,7 +112,7 @@ func TestE2EOpenBreakerMovesTraffic(t *testing.T) {
 	assert.Equal(t, true, r.json(t)["ok"])
 	assert.EqualValues(t, 2, r.json(t)["resetCount"])
 	h = g.admin(t, http.MethodGet, "/api/monitoring/health", "").json(t)
-	assert.Equal(t, "closed", h["providerHealth"].(map[string]any)["p1"].(map[string]any)["state"], h)
+	assert.Equal(t, "CLOSED", h["providerHealth"].(map[string]any)["p1"].(map[string]any)["state"], h)
 	a = g.chat(t, "smart", "hello", nil)
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
 	assert.Equal(t, "p1/m1", a.Header.Get("X-Routeguard-Target"))

@@ -211,11 +211,11 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 
 	faulty := []string{"down", "resetting", "hanging", "stalling"}
 	for _, p := range faulty {
-		assert.True(t, seen[p]["open"], "the breaker of %s never opened: seen %v", p, seen[p])
-		assert.Contains(t, []string{"open", "half-open"}, after[p], "the breaker of %s after the load", p)
+		assert.True(t, seen[p]["OPEN"], "the breaker of %s never opened: seen %v", p, seen[p])
+		assert.Contains(t, []string{"OPEN", "HALF_OPEN"}, after[p], "the breaker of %s after the load", p)
 	}
 	for _, p := range []string{"steady", "slow"} {
-		assert.False(t, seen[p]["open"] || seen[p]["half-open"], "the breaker of healthy %s opened: seen %v", p, seen[p])
+		assert.False(t, seen[p]["OPEN"] || seen[p]["HALF_OPEN"], "the breaker of healthy %s opened: seen %v", p, seen[p])
 	}
 	// An open breaker saves upstream calls: fewer calls reached each faulty
 	// provider than the requests of any one kind that routes to it first.
@@ -233,13 +233,13 @@ func TestChaosBreakersOpenAndRecover(t *testing.T) {
 	stall.Handle("", func(c combotest.Call) combotest.Reply { return streamOrPlain(c, 0, "stalling ", "is back") })
 	probes := map[string]string{"down": "via-down", "resetting": "via-reset", "hanging": "via-hang", "stalling": "via-stall"}
 	for _, p := range faulty {
-		require.Equal(t, breakerView{State: "half-open"}, r.waitProbeSlot(p, 3*breakerReset), "the breaker of %s", p)
+		require.Equal(t, breakerView{State: "HALF_OPEN"}, r.waitProbeSlot(p, 3*breakerReset), "the breaker of %s", p)
 		res := r.chat(probes[p], p == "stalling", 3*time.Second)
 		require.Equal(t, http.StatusOK, res.Status, "probe of %s: %q", p, res.Body)
 		assert.Equal(t, p+"/"+rigModel, res.Target, "the probe goes to the recovered provider")
 		states, err := r.breakerStates()
 		require.NoError(t, err)
-		assert.Equal(t, "closed", states[p], "the breaker of %s after a successful probe", p)
+		assert.Equal(t, "CLOSED", states[p], "the breaker of %s after a successful probe", p)
 	}
 	for _, p := range faulty {
 		res := r.chat(probes[p], false, 3*time.Second)

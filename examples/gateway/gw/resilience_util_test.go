@@ -261,7 +261,7 @@ func (r *rig) waitProbeSlot(provider string, d time.Duration) breakerView {
 	for {
 		if bs, err := r.breakers(); err == nil {
 			last = bs[provider]
-			if last.State == "half-open" && !last.ProbeInFlight {
+			if last.State == "HALF_OPEN" && !last.ProbeInFlight {
 				return last
 			}
 		}
