@@ -111,13 +111,10 @@ func buildLayers(c *Config) (combo.Config, error) {
 func buildCombos(c *Config) map[string]*combo.Combo {
 	out := map[string]*combo.Combo{}
 	providers := providerIndex(c)
-	cw := c.Resilience.ComboCooldownWait
 	for _, cb := range c.Combos {
 		rc := &combo.Combo{Name: cb.Name, Strategy: cb.Strategy, Settings: combo.Settings{
 			MaxAttempts: cb.Settings.MaxAttempts, TargetTimeout: msDur(cb.Settings.TargetTimeoutMs),
-			StickyLimit: cb.Settings.StickyLimit,
-			CooldownWait: combo.CooldownWait{Disabled: cw.Disabled, MaxWait: msDur(cw.MaxWaitMs),
-				MaxAttempts: cw.MaxAttempts, Budget: msDur(cw.BudgetMs)},
+			StickyLimit: cb.Settings.StickyLimit, CooldownWait: cooldownWait(c),
 		}}
 		for _, t := range cb.Targets {
 			rc.Targets = append(rc.Targets, expand(providers[t.Provider], t)...)
@@ -125,6 +122,14 @@ func buildCombos(c *Config) map[string]*combo.Combo {
 		out[cb.Name] = rc
 	}
 	return out
+}
+
+// cooldownWait is the combo cooldown-aware retry of the configuration,
+// shared by the configured combos and the provider/model ones.
+func cooldownWait(c *Config) combo.CooldownWait {
+	cw := c.Resilience.ComboCooldownWait
+	return combo.CooldownWait{Disabled: cw.Disabled, MaxWait: msDur(cw.MaxWaitMs),
+		MaxAttempts: cw.MaxAttempts, Budget: msDur(cw.BudgetMs)}
 }
 
 func providerIndex(c *Config) map[string]*Provider {

@@ -212,7 +212,7 @@ func (s *Server) resolve(model string) (*combo.Combo, error) {
 		return nil, errModel
 	}
 	return &combo.Combo{Name: model, Strategy: combo.StrategyPriority, Targets: expand(p, Target{Provider: pid, Model: m}),
-		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: s.cfg.Resilience.ComboCooldownWait.Disabled}}}, nil
+		Settings: combo.Settings{CooldownWait: cooldownWait(s.cfg)}}, nil
 }
 
 // models lists the combos and provider models as an OpenAI model list.
