@@ -584,16 +584,65 @@ func TestE2EShutdownFinishesInFlight(t *testing.T) {
 	assert.Contains(t, g.stdout.String(), "shutting down")
 }
 
-// With no config the binary runs the demo, and its printed curl command
-// works.
+// With no config the binary runs the demo, and the two curl commands it
+// prints work as printed: their URL, headers and body are sent as they
+// are.
 func TestE2EDemo(t *testing.T) {
 	g := startGateway(t, nil)
-	out := g.stdout.String()
-	assert.Contains(t, out, "curl -s "+g.base+"/v1/chat/completions")
-	a := g.do(t, http.MethodPost, "/v1/chat/completions",
-		hdr("Authorization", "Bearer rk-demo", "Content-Type", "application/json"), chatBody("demo", "hi", false))
+	var curls []string
+	for _, line := range strings.Split(g.stdout.String(), "\n") {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "curl ") {
+			curls = append(curls, line)
+		}
+	}
+	require.Len(t, curls, 2, g.stdout.String())
+
+	method, path, h, body := parseCurl(t, g.base, curls[0])
+	assert.Equal(t, http.MethodPost, method)
+	assert.Equal(t, "/v1/chat/completions", path)
+	a := g.do(t, method, path, h, body)
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
 	assert.Contains(t, a.body, "Hello from")
+	assert.Contains(t, []string{"flaky/fast-model", "steady/solid-model"}, a.Header.Get("X-Routeguard-Target"))
+
+	method, path, h, body = parseCurl(t, g.base, curls[1])
+	assert.Equal(t, http.MethodGet, method)
+	assert.Equal(t, "/api/monitoring/health", path)
+	a = g.do(t, method, path, h, body)
+	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
+	assert.Contains(t, a.json(t), "providerBreakers", "the printed admin token opens the full report")
+}
+
+// parseCurl reads a printed "curl -s URL [-H 'k: v']... [-d 'body']"
+// command: its method (POST with a body), the path under base, headers
+// and body.
+func parseCurl(t *testing.T, base, line string) (method, path string, h http.Header, body string) {
+	t.Helper()
+	fields := strings.Fields(line)
+	require.GreaterOrEqual(t, len(fields), 3, line)
+	require.Equal(t, []string{"curl", "-s"}, fields[:2], line)
+	path, ok := strings.CutPrefix(fields[2], base)
+	require.True(t, ok, "the URL %q is not under %q", fields[2], base)
+	rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(line, "curl -s "), fields[2]))
+	h, method = http.Header{}, http.MethodGet
+	for rest != "" {
+		flag, quoted, ok := strings.Cut(rest, " '")
+		require.True(t, ok, "unexpected %q in %q", rest, line)
+		arg, after, ok := strings.Cut(quoted, "'")
+		require.True(t, ok, "unterminated quote in %q", line)
+		switch flag {
+		case "-H":
+			k, v, ok := strings.Cut(arg, ":")
+			require.True(t, ok, "bad header %q", arg)
+			h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+		case "-d":
+			body, method = arg, http.MethodPost
+		default:
+			t.Fatalf("unexpected curl flag %q in %q", flag, line)
+		}
+		rest = strings.TrimSpace(after)
+	}
+	return method, path, h, body
 }
 
 // A streamed answer reaches the client as it is produced, not at the end.
