@@ -3,6 +3,7 @@ package combo
 import (
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/routeguard/routeguard/affinity"
@@ -82,4 +83,21 @@ type Config struct {
 	// Emergency, when set, sends a failed request without tools once to an
 	// emergency target when the failure names exhausted funds or credits.
 	Emergency *EmergencyFallback
+
+	// PerModelQuota reports whether a provider keeps its quotas per model.
+	// On such a provider a quota failure of one model does not exhaust the
+	// provider for the rest of the request, and a bare 500 does not exhaust
+	// the connection. nil means [DefaultPerModelQuota].
+	PerModelQuota func(provider, model string) bool
+}
+
+// DefaultPerModelQuota is the built-in list of providers whose quotas are
+// kept per model: antigravity, agy, gemini, github, passthrough and every
+// provider whose id contains "-compatible-".
+func DefaultPerModelQuota(provider, _ string) bool {
+	switch strings.ToLower(provider) {
+	case "antigravity", "agy", "gemini", "github", "passthrough":
+		return true
+	}
+	return strings.Contains(strings.ToLower(provider), "-compatible-")
 }

@@ -172,6 +172,13 @@ func (e *TerminalError) message() string {
 	} else {
 		fmt.Fprintf(&b, "All targets of %s are cooling down: ", name)
 	}
+	b.WriteString(e.exclusionList())
+	return b.String()
+}
+
+// exclusionList lists the exclusions as "provider/model: reason (Ns), …".
+func (e *TerminalError) exclusionList() string {
+	var b strings.Builder
 	for i, x := range e.Excluded {
 		if i > 0 {
 			b.WriteString(", ")

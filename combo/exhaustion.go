@@ -102,6 +102,14 @@ func (e *exhaustion) apply(t *Target, f attemptFacts) bool {
 	return false
 }
 
+// tokenLimit reports whether a 429's text says the request alone is larger
+// than the token rate limit ("Request too large for … tokens per min"):
+// waiting or another connection of the same limit does not help, and the
+// provider is not rate limited for other requests.
+func tokenLimit(text string) bool {
+	return strings.Contains(strings.ToLower(text), "request too large")
+}
+
 func emptyContent(text string) bool {
 	l := strings.ToLower(text)
 	return strings.Contains(l, "empty content") || strings.Contains(l, "empty response")

@@ -1,7 +1,9 @@
 package combo
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -83,4 +85,77 @@ func TestExhaustionMarksOnce(t *testing.T) {
 	}
 	assert.Len(t, e.connections, 1)
 	assert.Len(t, e.providers, 1)
+}
+
+// The exhaustion scenarios of the cooldown contract (M6.3, 7–14) through the
+// router's own failure path: real answers are restated and classified, then
+// their facts reach the sets.
+func TestExhaustionFromClassifiedFailures(t *testing.T) {
+	breakerHeader := http.Header{"X-Omniroute-Provider-Breaker": []string{"open"}}
+	tests := []struct {
+		name        string
+		target      Target
+		status      int
+		header      http.Header
+		body        string
+		providers   []string
+		connections []connKey
+		transient   []string
+	}{
+		{"7 quota exhausted marks the provider", Target{Provider: "openai", Connection: "c1", Model: "m"}, 429, nil,
+			`{"error":{"code":"insufficient_quota","message":"You exceeded your current quota, please check your plan"}}`,
+			[]string{"openai"}, nil, nil},
+		{"8 a 502 without connection marks the provider", Target{Provider: "openai", Model: "m"}, 502, nil,
+			`{"error":{"message":"bad gateway"}}`, []string{"openai"}, nil, nil},
+		{"9 a breaker-open refusal changes nothing", Target{Provider: "openai", Connection: "c1", Model: "m"}, 503, breakerHeader,
+			`{"error":{"message":"unavailable"}}`, nil, nil, nil},
+		{"10 a plain 429 is transient", Target{Provider: "openai", Connection: "c1", Model: "m"}, 429, nil,
+			`{"error":{"message":"Rate limited"}}`, nil, nil, []string{"openai"}},
+		{"10 a token-limit 429 changes nothing", Target{Provider: "openai", Connection: "c1", Model: "m"}, 429, nil,
+			`{"error":{"message":"Request too large for gpt-4o on tokens per min (TPM): Limit 30000, Requested 50000."}}`, nil, nil, nil},
+		{"11 a 502 empty response changes nothing", Target{Provider: "claude", Connection: "c1", Model: "m"}, 502, nil,
+			`{"error":{"message":"Claude returned an empty response"}}`, nil, nil, nil},
+		{"12 a 403 marks the connection", Target{Provider: "anthropic", Connection: "c9", Model: "m"}, 403, nil,
+			`{"error":{"message":"forbidden"}}`, nil, []connKey{{"anthropic", "c9"}}, nil},
+		{"12 a 403 without connection marks the provider", Target{Provider: "anthropic", Model: "m"}, 403, nil,
+			`{"error":{"message":"forbidden"}}`, []string{"anthropic"}, nil, nil},
+		{"13 a 400 changes nothing", Target{Provider: "openai", Connection: "c1", Model: "m"}, 400, nil,
+			`{"error":{"message":"Bad Request"}}`, nil, nil, nil},
+		{"14 a 524 marks the connection", Target{Provider: "p", Connection: "c1", Model: "m"}, 524, nil,
+			`timeout`, nil, []connKey{{"p", "c1"}}, nil},
+		{"14 a 500 on a per-model quota provider changes nothing", Target{Provider: "gemini", Connection: "g1", Model: "gemini-pro"}, 500, nil,
+			`{"error":{"message":"internal"}}`, nil, nil, nil},
+		{"a 500 elsewhere marks the connection", Target{Provider: "openai", Connection: "c1", Model: "m"}, 500, nil,
+			`{"error":{"message":"internal"}}`, nil, []connKey{{"openai", "c1"}}, nil},
+		{"quota on a per-model quota provider spares the provider", Target{Provider: "gemini", Connection: "g1", Model: "gemini-pro"}, 429, nil,
+			`{"error":{"code":"insufficient_quota","message":"You exceeded your current quota, please check your plan"}}`, nil, nil, []string{"gemini"}},
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New(Config{})
+			st := new(reqState)
+			f := r.fail(&tt.target, nil, &handle{}, st, tt.status, tt.header, []byte(tt.body), nil, now)
+			assert.Equal(t, tt.status, f.Status)
+			assert.ElementsMatch(t, tt.providers, st.exh.providers, "providers")
+			assert.ElementsMatch(t, tt.connections, st.exh.connections, "connections")
+			assert.ElementsMatch(t, tt.transient, st.exh.transient, "transient")
+		})
+	}
+}
+
+func TestPerModelQuotaProviders(t *testing.T) {
+	for _, p := range []string{"gemini", "GitHub", "antigravity", "agy", "passthrough", "openai-compatible-acme"} {
+		assert.True(t, DefaultPerModelQuota(p, "m"), p)
+	}
+	for _, p := range []string{"openai", "anthropic", "compatible", ""} {
+		assert.False(t, DefaultPerModelQuota(p, "m"), p)
+	}
+	// A configured list replaces the built-in one.
+	r := New(Config{PerModelQuota: func(p, _ string) bool { return p == "openai" }})
+	st := new(reqState)
+	r.fail(&Target{Provider: "openai", Connection: "c1", Model: "m"}, nil, &handle{}, st, 500, nil, []byte("boom"), nil, time.Now())
+	assert.Empty(t, st.exh.connections)
+	r.fail(&Target{Provider: "gemini", Connection: "g1", Model: "m"}, nil, &handle{}, st, 500, nil, []byte("boom"), nil, time.Now())
+	assert.Equal(t, []connKey{{"gemini", "g1"}}, st.exh.connections)
 }

@@ -354,6 +354,8 @@ func (r *Router) failWith(t *Target, h *handle, st *reqState, v restate.Verdict,
 		Status: status, Reason: string(v.Reason), CreditsExhausted: v.CreditsExhausted,
 		DailyQuota: v.DailyQuota, RequestScoped: v.Kind == restate.KindBadRequest,
 		BreakerOpen: breakerOpen, Text: text,
+		TokenLimit:    status == http.StatusTooManyRequests && tokenLimit(text),
+		PerModelQuota: r.perModelQuota(t),
 	})
 
 	f := &failure{fallback: v.ShouldFallback || terminal}
@@ -368,6 +370,14 @@ func (r *Router) failWith(t *Target, h *handle, st *reqState, v restate.Verdict,
 	f.hint = v.Hint.After
 	r.log.Debug("combo: attempt failed", "target", t.String(), "status", status, "reason", v.Reason)
 	return f
+}
+
+// perModelQuota reports whether t's provider keeps quotas per model.
+func (r *Router) perModelQuota(t *Target) bool {
+	if r.cfg.PerModelQuota != nil {
+		return r.cfg.PerModelQuota(t.Provider, t.Model)
+	}
+	return DefaultPerModelQuota(t.Provider, t.Model)
 }
 
 // breakerKind is the breaker's kind of a failure: it chooses the open time

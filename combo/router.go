@@ -343,7 +343,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 				last.Attempts = res.Attempts
 				return res, &last.UpstreamError
 			}
-			return res, terminalError(c.Name, len(c.Targets), attempted, st.excluded, st.skipped)
+			return res, r.terminal(c, attempted, st)
 		}
 		r.order(strat, &req, st, now)
 		if !ordered {
@@ -360,6 +360,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			st.tried = append(st.tried, keyOf(t))
 			var x Exclusion
 			if r.exclusion(t, &req, st, r.now(), &x) {
+				st.explain(&x, t)
 				st.skipped = append(st.skipped, x)
 				res.Attempts = append(res.Attempts, Attempt{Target: *t, Outcome: OutcomeSkipped,
 					Reason: x.Reason, Code: x.Detail, Start: r.now()})
@@ -400,10 +401,35 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 				last.Attempts = res.Attempts
 				return res, &last.UpstreamError
 			}
-			return res, terminalError(c.Name, len(c.Targets), attempted, st.excluded, st.skipped)
+			return res, r.terminal(c, attempted, st)
 		}
 		// Every eligible target was tried once; loop to screen again, which
 		// either finds nothing left (and may wait) or a target freed since.
+	}
+}
+
+// terminal builds the answer for a pool with nothing left to dispatch and
+// logs it.
+func (r *Router) terminal(c *Combo, attempted int, st *reqState) *TerminalError {
+	for i := range st.excluded {
+		x := &st.excluded[i]
+		if x.Reason == ReasonExhausted && x.Detail == "" {
+			x.Detail, _ = st.exh.skip(&Target{Provider: x.Provider, Connection: x.Connection})
+		}
+	}
+	te := terminalError(c.Name, len(c.Targets), attempted, st.excluded, st.skipped)
+	if attempted == 0 && len(te.Excluded) > 0 {
+		r.log.Warn("combo: every target excluded before dispatch — "+te.exclusionList(),
+			"combo", c.Name, "terminal_reason", te.TerminalReason, "retry_after", te.RetryAfter)
+	}
+	return te
+}
+
+// explain fills the skip message of an exclusion by this request's
+// exhaustion sets.
+func (st *reqState) explain(x *Exclusion, t *Target) {
+	if x.Reason == ReasonExhausted && x.Detail == "" {
+		x.Detail, _ = st.exh.skip(t)
 	}
 }
 

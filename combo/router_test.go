@@ -1,10 +1,13 @@
 package combo_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -490,6 +493,52 @@ func TestExhaustedConnectionSkippedForRestOfRequest(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, 1, f.up["openai"].Total(), "c2 is skipped: the provider is exhausted this request")
 	assert.Equal(t, []string{"openai/c1/m:failed:Too Many Requests", "openai/c2/m:skipped:exhausted"}, outcomes(res))
+	assert.Equal(t, "quota_exhausted", res.Attempts[0].Code)
+	assert.Equal(t, "provider openai marked exhausted this request", res.Attempts[1].Code)
+}
+
+// A connection that failed with a 403 is skipped for the rest of the
+// request with its own message, while its sibling still serves.
+func TestForbiddenConnectionSkippedSiblingServes(t *testing.T) {
+	f := newFleet(t, "anthropic")
+	f.cfg.Cooldowns, f.cfg.Lockouts = nil, nil
+	f.rebuild()
+	f.up["anthropic"].Script("c9", combotest.Error(403, "forbidden"))
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{
+		target("anthropic", "c9", "m1"), target("anthropic", "c9", "m2"), target("anthropic", "c10", "m1")}}
+	res, err := f.do(t, c)
+	require.NoError(t, err)
+	assert.Equal(t, "c10", res.Target.Connection)
+	assert.Equal(t, []string{
+		"anthropic/c9/m1:failed:Forbidden",
+		"anthropic/c9/m2:skipped:exhausted",
+		"anthropic/c10/m1:succeeded:OK",
+	}, outcomes(res))
+	assert.Equal(t, "connection c9 for provider anthropic had connection error", res.Attempts[1].Code)
+	assert.Equal(t, 1, f.up["anthropic"].Count("c9"))
+}
+
+// An empty pool is logged once as a warning that lists every exclusion.
+func TestTerminalAnswerIsLogged(t *testing.T) {
+	now := time.Now()
+	var buf bytes.Buffer
+	f := newFleet(t, "openai", "claude")
+	f.cfg.Now = func() time.Time { return now }
+	f.cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	f.rebuild()
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "a", Model: "m", Status: 429,
+		Cooldown: 57400 * time.Millisecond}, now)
+	f.cfg.Cooldowns.FailAt("b", cooldown.Failure{Status: 401}, now)
+	c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m"), target("claude", "b", "m")},
+		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+	_, err := f.do(t, c)
+	var te *combo.TerminalError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, 58*time.Second, te.RetryAfter)
+	out := buf.String()
+	assert.Equal(t, 1, strings.Count(out, "level=WARN"), out)
+	assert.Contains(t, out, "every target excluded before dispatch — openai/m: model_lockout (58s), claude/m: unavailable")
+	assert.Contains(t, out, "terminal_reason=all_targets_cooling_down")
 }
 
 func TestUnknownStrategy(t *testing.T) {
@@ -824,4 +873,218 @@ func TestPlainTextErrorEventInsideStreamFallsBack(t *testing.T) {
 		"a/a1/m:failed:Internal Server Error",
 		"b/b1/m:succeeded:OK",
 	}, outcomes(res))
+}
+
+// Queue contract 3c, scenario 9: a 429 whose Retry-After locks the only
+// model for 2 s is waited out (2 s + 50 ms) and dispatched again.
+func TestCooldownWaitAfterUpstream429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.up["openai"].Script("k1", combotest.RateLimited(2*time.Second), combotest.OK("hi"))
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")}}
+		start := time.Now()
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, 2*time.Second+50*time.Millisecond, time.Since(start))
+		assert.Equal(t, []string{
+			"openai/k1/m:failed:Too Many Requests",
+			"openai/k1/m:succeeded:OK",
+		}, outcomes(res))
+		assert.Equal(t, 2, f.up["openai"].Total())
+	})
+}
+
+// Queue contract 3c, scenario 10: with the wait turned off, a 429 is the
+// answer after exactly one dispatch.
+func TestCooldownWaitDisabledAnswers429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.up["openai"].Script("k1", combotest.RateLimited(2*time.Second), combotest.OK("hi"))
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")},
+			Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+		start := time.Now()
+		res, err := f.do(t, c)
+		var ue *combo.UpstreamError
+		require.ErrorAs(t, err, &ue)
+		assert.Equal(t, 429, ue.Status)
+		assert.Equal(t, "rate_limit_exceeded", ue.Reason)
+		assert.Equal(t, time.Duration(0), time.Since(start))
+		assert.Equal(t, []string{"openai/k1/m:failed:Too Many Requests"}, outcomes(res))
+		assert.Equal(t, 1, f.up["openai"].Total())
+	})
+}
+
+// A caller that gives up during a cooldown wait stops it at once: no
+// dispatch follows and the context's error is the answer.
+func TestCooldownWaitStopsOnCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m",
+			Status: 429, Reason: lockout.ReasonRateLimited, Cooldown: 5 * time.Second}, time.Now())
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := f.router.Do(ctx, combo.Request{Combo: c}, f.send)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Equal(t, 0, f.up["openai"].Total())
+	})
+}
+
+// The wait is bounded: a lock longer than MaxWait is not waited out, and a
+// request waits at most MaxAttempts times.
+func TestCooldownWaitBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		lock := func(d time.Duration) {
+			f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m",
+				Status: 429, Reason: lockout.ReasonRateLimited, Cooldown: d}, time.Now())
+		}
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")},
+			Settings: combo.Settings{CooldownWait: combo.CooldownWait{MaxWait: 10 * time.Second, MaxAttempts: 2}}}
+
+		lock(10 * time.Second) // 10 s + 50 ms > MaxWait
+		start := time.Now()
+		_, err := f.do(t, c)
+		var te *combo.TerminalError
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, 10*time.Second, te.RetryAfter)
+		assert.Equal(t, time.Duration(0), time.Since(start))
+
+		// Every dispatch meets a fresh 1 s lock: two waits, then the 429.
+		f.cfg.Lockouts.Clear("openai", "k1", "m")
+		f.up["openai"].Script("k1", combotest.RateLimited(time.Second))
+		start = time.Now()
+		res, err := f.do(t, c)
+		var ue *combo.UpstreamError
+		require.ErrorAs(t, err, &ue)
+		assert.Equal(t, 429, ue.Status)
+		assert.Equal(t, 3, f.up["openai"].Total(), "one dispatch, then one after each of the two waits")
+		assert.Equal(t, 2*(time.Second+50*time.Millisecond), time.Since(start))
+		assert.Len(t, res.Attempts, 3)
+	})
+}
+
+func TestSettingsNormalize(t *testing.T) {
+	const s = time.Second
+	tests := []struct {
+		name string
+		in   combo.Settings
+		want combo.Settings
+	}{
+		{"zero value means the defaults", combo.Settings{}, combo.Settings{
+			MaxAttempts: 30, TargetTimeout: 310 * s, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
+			CooldownWait: combo.CooldownWait{MaxWait: 90 * s, MaxAttempts: 5, Budget: 300 * s}}},
+		{"clamped to the maxima", combo.Settings{MaxAttempts: 500, ConcurrencyPerModel: 99, QueueDepth: 1000,
+			CooldownWait: combo.CooldownWait{MaxWait: 999999 * time.Millisecond, MaxAttempts: 50, Budget: time.Hour}},
+			combo.Settings{MaxAttempts: 200, TargetTimeout: 310 * s, ConcurrencyPerModel: 32, QueueTimeout: 30 * s, QueueDepth: 100,
+				CooldownWait: combo.CooldownWait{MaxWait: 300 * s, MaxAttempts: 10, Budget: 300 * s}}},
+		{"budget never below the longest wait", combo.Settings{
+			CooldownWait: combo.CooldownWait{MaxWait: 5 * s, Budget: 100 * time.Millisecond}},
+			combo.Settings{MaxAttempts: 30, TargetTimeout: 120 * s, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
+				CooldownWait: combo.CooldownWait{MaxWait: 5 * s, MaxAttempts: 5, Budget: 5 * s}}},
+		{"waiting off keeps the plain timeout", combo.Settings{MaxAttempts: -1, StickyLimit: -3,
+			CooldownWait: combo.CooldownWait{Disabled: true}},
+			combo.Settings{MaxAttempts: 30, TargetTimeout: 120 * s, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
+				CooldownWait: combo.CooldownWait{Disabled: true, MaxWait: 90 * s, MaxAttempts: 5, Budget: 300 * s}}},
+		{"an explicit timeout is kept", combo.Settings{TargetTimeout: 5 * s, StickyLimit: 4},
+			combo.Settings{MaxAttempts: 30, TargetTimeout: 5 * s, StickyLimit: 4, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
+				CooldownWait: combo.CooldownWait{MaxWait: 90 * s, MaxAttempts: 5, Budget: 300 * s}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in.Normalize()
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, got, got.Normalize(), "idempotent")
+		})
+	}
+	assert.False(t, combo.CooldownWait{Disabled: true}.Normalize().Enabled())
+	assert.True(t, combo.CooldownWait{}.Normalize().Enabled())
+}
+
+func FuzzSettingsNormalize(f *testing.F) {
+	f.Add(0, int64(0), 0, 0, int64(0), 0, false, int64(0), 0, int64(0))
+	f.Add(500, int64(-1), -2, 99, int64(time.Hour), 1000, true, int64(999999*time.Millisecond), 50, int64(100*time.Millisecond))
+	f.Fuzz(func(t *testing.T, attempts int, timeout int64, sticky, conc int, qTimeout int64, depth int,
+		disabled bool, maxWait int64, waits int, budget int64) {
+		s := combo.Settings{MaxAttempts: attempts, TargetTimeout: time.Duration(timeout), StickyLimit: sticky,
+			ConcurrencyPerModel: conc, QueueTimeout: time.Duration(qTimeout), QueueDepth: depth,
+			CooldownWait: combo.CooldownWait{Disabled: disabled, MaxWait: time.Duration(maxWait),
+				MaxAttempts: waits, Budget: time.Duration(budget)}}
+		n := s.Normalize()
+		if n.MaxAttempts < 1 || n.MaxAttempts > 200 || n.ConcurrencyPerModel < 1 || n.ConcurrencyPerModel > 32 ||
+			n.QueueDepth < 1 || n.QueueDepth > 100 || n.QueueTimeout <= 0 || n.TargetTimeout <= 0 || n.StickyLimit < 0 {
+			t.Fatalf("out of range: %+v", n)
+		}
+		cw := n.CooldownWait
+		if cw.MaxWait <= 0 || cw.MaxWait > 300*time.Second || cw.MaxAttempts < 1 || cw.MaxAttempts > 10 ||
+			cw.Budget < cw.MaxWait || cw.Budget > 300*time.Second {
+			t.Fatalf("cooldown wait out of range: %+v", cw)
+		}
+		if n.Normalize() != n {
+			t.Fatalf("not idempotent: %+v", n)
+		}
+	})
+}
+
+// Retry-After is the earliest recovery rounded up to whole seconds (combo
+// contract 6c: 57 400 ms → 58, 12 000 ms → 12, 1 200 ms → 2), in both
+// headers and the body's recovery hint.
+func TestTerminalRetryAfterRounding(t *testing.T) {
+	for _, tt := range []struct {
+		lock time.Duration
+		want string
+	}{{57400 * time.Millisecond, "58"}, {12 * time.Second, "12"}, {1200 * time.Millisecond, "2"}} {
+		t.Run(tt.want, func(t *testing.T) {
+			now := time.Now()
+			f := newFleet(t, "openai")
+			f.cfg.Now = func() time.Time { return now }
+			f.rebuild()
+			f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "a", Model: "m", Status: 429, Cooldown: tt.lock}, now)
+			c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m")},
+				Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+			_, err := f.do(t, c)
+			var te *combo.TerminalError
+			require.ErrorAs(t, err, &te)
+			h := te.Header()
+			assert.Equal(t, tt.want, h.Get("Retry-After"))
+			assert.Equal(t, tt.want, h.Get("X-Omniroute-Retry-After-Seconds"))
+			assert.Equal(t, "all_targets_cooling_down", h.Get("X-Omniroute-Combo-Terminal-Reason"))
+			assert.Equal(t, "wait", h.Get("X-Omniroute-Recovery-Action"))
+			body := te.Body()
+			assert.Equal(t, "all_targets_cooling_down", body.Error.Code)
+			assert.Equal(t, "All targets of w are cooling down: openai/m: model_lockout ("+tt.want+"s)", body.Error.Message)
+			assert.Equal(t, tt.want, strconv.FormatInt(body.RecoveryHint.RetryAfterSeconds, 10))
+			assert.Equal(t, "wait", body.RecoveryHint.Action)
+			require.Len(t, body.Diagnostics.Excluded, 1)
+			assert.Equal(t, combo.ExclusionJSON{Provider: "openai", Connection: "a", Model: "m",
+				Reason: combo.ReasonModelLockout, Detail: "rate_limited", RetryAfterSeconds: body.RecoveryHint.RetryAfterSeconds},
+				body.Diagnostics.Excluded[0])
+		})
+	}
+}
+
+// With no timer anywhere, the answer is 404 no_executable_targets with no
+// Retry-After and the switch-combo hint.
+func TestNoExecutableTargetsAnswer(t *testing.T) {
+	f := newFleet(t, "openai")
+	f.cfg.Cooldowns.FailAt("a", cooldown.Failure{Status: 401}, time.Now())
+	c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m")}}
+	_, err := f.do(t, c)
+	var te *combo.TerminalError
+	require.ErrorAs(t, err, &te)
+	assert.ErrorIs(t, err, combo.ErrNoExecutableTargets)
+	assert.Equal(t, 404, te.Status)
+	h := te.Header()
+	assert.Empty(t, h.Get("Retry-After"))
+	assert.Empty(t, h.Get("X-Omniroute-Retry-After-Seconds"))
+	assert.Equal(t, "switch-combo", h.Get("X-Omniroute-Recovery-Action"))
+	body := te.Body()
+	assert.Equal(t, "model_not_found", body.Error.Code)
+	assert.Equal(t, "Combo has no executable targets", body.Error.Message)
+	assert.Equal(t, "no_executable_targets", body.Diagnostics.TerminalReason)
+	assert.Equal(t, "switch-combo", body.RecoveryHint.Action)
+	assert.Zero(t, body.RecoveryHint.RetryAfterSeconds)
+	assert.Equal(t, 0, f.up["openai"].Total())
 }
