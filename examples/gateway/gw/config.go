@@ -9,7 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"maps"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/routeguard/routeguard/combo"
@@ -215,7 +218,7 @@ func Decode(data []byte) (*Config, error) {
 	var c Config
 	if err := dec.Decode(&c); err != nil {
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return nil, &ConfigError{Field: strings.Trim(name, `"`), Problem: "unknown field"}
+			return nil, &ConfigError{Field: unknownFieldPath(data, strings.Trim(name, `"`)), Problem: "unknown field"}
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
@@ -227,6 +230,81 @@ func Decode(data []byte) (*Config, error) {
 		return nil, &ConfigError{Field: "(document)", Problem: "data after the JSON object"}
 	}
 	return &c, nil
+}
+
+// unknownFieldPath returns where the unknown field name sits in the
+// document, as a JSON path such as "providers[0].base_url", or name alone
+// when it cannot be found.
+func unknownFieldPath(data []byte, name string) string {
+	var doc any
+	if json.Unmarshal(data, &doc) != nil {
+		return name
+	}
+	if path, ok := findUnknown(doc, reflect.TypeFor[Config](), "", name); ok {
+		return path
+	}
+	return name
+}
+
+// findUnknown walks the decoded value v along the Go type t and returns the
+// path of the first object key called name that t does not declare. Keys
+// are visited in sorted order, so the answer does not depend on map order.
+func findUnknown(v any, t reflect.Type, path, name string) (string, bool) {
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			kp := k
+			if path != "" {
+				kp = path + "." + k
+			}
+			f, known := jsonField(t, k)
+			if !known {
+				if k == name {
+					return kp, true
+				}
+				continue
+			}
+			if p, ok := findUnknown(obj[k], f.Type, kp, name); ok {
+				return p, true
+			}
+		}
+	case reflect.Slice:
+		list, _ := v.([]any)
+		for i, e := range list {
+			if p, ok := findUnknown(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), name); ok {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		obj, _ := v.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if p, ok := findUnknown(obj[k], t.Elem(), path+"."+k, name); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// jsonField finds the field of struct type t that the JSON key decodes
+// into: the field whose tag name equals key, ignoring case as
+// encoding/json does.
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" {
+			tag = f.Name
+		}
+		if f.IsExported() && tag != "-" && strings.EqualFold(tag, key) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // Parse decodes and validates a configuration.

@@ -75,8 +75,17 @@ func TestConfigRefused(t *testing.T) {
 		want   string
 	}{
 		{"unknown top-level field", func(m map[string]any) { m["listenAddr"] = "x" }, `config: listenAddr: unknown field`},
-		{"unknown nested field", func(m map[string]any) { at(m, "providers", 0)["base_url"] = "x" }, `config: base_url: unknown field`},
-		{"unknown resilience field", func(m map[string]any) { at(m, "resilience", "breaker")["threshold"] = 3 }, `config: threshold: unknown field`},
+		{"unknown nested field", func(m map[string]any) { at(m, "providers", 0)["base_url"] = "x" }, `config: providers[0].base_url: unknown field`},
+		{"unknown resilience field", func(m map[string]any) { at(m, "resilience", "breaker")["threshold"] = 3 }, `config: resilience.breaker.threshold: unknown field`},
+		{"unknown field in a connection", func(m map[string]any) { at(m, "providers", 1, "connections", 0)["apikey_env"] = "X" },
+			`config: providers[1].connections[0].apikey_env: unknown field`},
+		{"unknown field in a target", func(m map[string]any) { at(m, "combos", 0, "targets", 1)["conn"] = "c1" },
+			`config: combos[0].targets[1].conn: unknown field`},
+		{"unknown field in an operator rule", func(m map[string]any) {
+			at(m, "resilience")["providerErrorRules"] = map[string]any{"openai": []any{map[string]any{"status": 403, "pattern": "x"}}}
+		}, `config: resilience.providerErrorRules.openai[0].pattern: unknown field`},
+		{"unknown field in requestQueue", func(m map[string]any) { at(m, "resilience", "requestQueue")["maxWait"] = 5 },
+			`config: resilience.requestQueue.maxWait: unknown field`},
 		{"wrong type", func(m map[string]any) { at(m, "providers", 0, "connections", 0)["maxConcurrent"] = "2" },
 			`config: providers.connections.maxConcurrent: must be a JSON string of another type (int)`},
 		{"unknown strategy", func(m map[string]any) { at(m, "combos", 0)["strategy"] = "fastest" },
