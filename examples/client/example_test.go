@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"net/http"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -22,4 +24,15 @@ func Example() {
 	// call 2
 	//   backup/key-2/claude: succeeded 200
 	//   answer "Hello from the backup", error <nil>
+}
+
+// The whole client, routing included, stays under 60 lines.
+func TestClientIsShort(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(src, []byte("\n")); n >= 60 {
+		t.Errorf("main.go has %d lines, want fewer than 60", n)
+	}
 }

@@ -557,11 +557,15 @@ func TestE2EAdminAndRequestErrors(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
 }
 
-// SIGINT lets an in-flight request finish, then the process exits 0.
+// SIGINT lets an in-flight request finish, then the process exits 0. The
+// gateway listens where -listen says, not where the configuration does.
 func TestE2EShutdownFinishesInFlight(t *testing.T) {
 	up := upstreams(t, "openai")
 	up["openai"].Script("", combotest.OK("slow but sure").After(700*time.Millisecond))
-	g := startGateway(t, config([]gw.Provider{provider("openai", up["openai"], "k1")}))
+	cfg := config([]gw.Provider{provider("openai", up["openai"], "k1")})
+	cfg.Listen = "127.0.0.1:1" // overridden by the -listen flag
+	g := startGateway(t, cfg)
+	assert.NotEqual(t, "http://127.0.0.1:1", g.base, "-listen overrides the configured address")
 
 	var wg sync.WaitGroup
 	var a answer
