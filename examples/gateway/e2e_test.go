@@ -513,6 +513,10 @@ func TestE2EAdminAndRequestErrors(t *testing.T) {
 
 		{name: "chat without key", method: "POST", path: "/v1/chat/completions", body: chatBody("openai/m", "hi", false),
 			status: 401, code: "invalid_api_key"},
+		{name: "chat with an unknown key", method: "POST", path: "/v1/chat/completions", header: hdr("Authorization", "Bearer rk-nope"),
+			body: chatBody("openai/m", "hi", false), status: 401, code: "invalid_api_key"},
+		{name: "chat with the admin token", method: "POST", path: "/v1/chat/completions", header: hdr("Authorization", admin),
+			body: chatBody("openai/m", "hi", false), status: 401, code: "invalid_api_key"},
 		{name: "chat bad JSON", method: "POST", path: "/v1/chat/completions", header: hdr("Authorization", "Bearer rk-client"),
 			body: `{"model":`, status: 400, code: "invalid_json"},
 		{name: "chat without model", method: "POST", path: "/v1/chat/completions", header: hdr("Authorization", "Bearer rk-client"),
