@@ -221,7 +221,9 @@ func TestAgentrouterQuotaIsRestatedTo429(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Attempts, 2)
 	assert.Equal(t, 429, res.Attempts[0].Status, "403 restated to 429")
+	assert.Equal(t, "quota_exhausted", res.Attempts[0].Code)
 	assert.Equal(t, "openai", res.Target.Provider)
+	assert.Equal(t, cooldown.Cooling, f.cfg.Cooldowns.Status("r1").State, "a quota 429, not a ban: the key cools")
 }
 
 func TestBadRequestDoesNotFallBack(t *testing.T) {
@@ -1086,5 +1088,81 @@ func TestNoExecutableTargetsAnswer(t *testing.T) {
 	assert.Equal(t, "no_executable_targets", body.Diagnostics.TerminalReason)
 	assert.Equal(t, "switch-combo", body.RecoveryHint.Action)
 	assert.Zero(t, body.RecoveryHint.RetryAfterSeconds)
+	assert.Equal(t, 0, f.up["openai"].Total())
+}
+
+// A stream that stalls after its first text was handed over is never
+// replayed on another target: the caller's read fails, and closing the body
+// twice finalizes the attempt once.
+func TestStreamStallAfterCommitIsNotReplayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "a", "b")
+		f.cfg.Watchdog = watchdog.Config{IdleTimeout: time.Second}
+		f.rebuild()
+		f.up["a"].Script("", combotest.Reply{Status: 200, Stream: &combotest.Stream{
+			Events: []combotest.Event{combotest.ChatDelta("Hello")}, HangAfter: true}})
+		a := target("a", "a1", "m")
+		c := &combo.Combo{Name: "s", Targets: []combo.Target{a, target("b", "b1", "m")}}
+		start := time.Now()
+		res, err := f.router.Do(context.Background(), combo.Request{Combo: c}, f.send)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), f.router.Stats(&a).InFlight)
+		body, err := io.ReadAll(res.Response.Body)
+		var we *watchdog.Error
+		require.ErrorAs(t, err, &we)
+		assert.Equal(t, watchdog.CodeIdleTimeout, we.Code)
+		assert.Contains(t, string(body), "Hello")
+		assert.Equal(t, time.Second, time.Since(start))
+		require.NoError(t, res.Response.Body.Close())
+		_ = res.Response.Body.Close()
+		assert.Equal(t, int64(0), f.router.Stats(&a).InFlight, "finalized once")
+		assert.Equal(t, 0, f.up["b"].Total(), "a committed stream is never replayed")
+		assert.Equal(t, []string{"a/a1/m:succeeded:OK"}, outcomes(res))
+	})
+}
+
+// The layers are asked in the fixed order (breaker, provider gate, model
+// lockout, connection, lease, …); the first refusal names the exclusion.
+func TestExclusionOrder(t *testing.T) {
+	now := time.Now()
+	f := newFleet(t, "openai")
+	f.cfg.Now = func() time.Time { return now }
+	f.cfg.Breakers = breaker.NewSet(breaker.Config{Profiles: map[string]breaker.Profile{"openai": {OpenAt: 1, Reset: time.Hour}}})
+	f.cfg.Gate = breaker.NewGate(breaker.GateConfig{Settings: breaker.GateSettings{Enabled: true}})
+	f.rebuild()
+
+	f.cfg.Breakers.ReportAt("openai", breaker.Report{Outcome: breaker.Failure}, now)
+	f.cfg.Gate.RecordFailureAt("openai", "k1", now)
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m", Status: 429, Cooldown: time.Minute}, now)
+	f.cfg.Cooldowns.FailAt("k1", cooldown.Failure{Status: 429, Cooldown: 10 * time.Second}, now)
+	owner, err := lease.NewOwner()
+	require.NoError(t, err)
+	_, _, err = f.cfg.Leases.AcquireAt(context.Background(), lease.Claim{
+		Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k1"}}, now)
+	require.NoError(t, err)
+
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")},
+		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+	steps := []struct {
+		want  combo.Reason
+		after func()
+	}{
+		{combo.ReasonCircuitOpen, func() { f.cfg.Breakers.Reset("openai") }},
+		{combo.ReasonProviderCooldown, func() { f.cfg.Gate.Clear() }},
+		{combo.ReasonModelLockout, func() { f.cfg.Lockouts.ClearAt("openai", "k1", "m", now) }},
+		{combo.ReasonConnectionCooldown, func() { f.cfg.Cooldowns.SucceedAt("k1", now) }},
+		{combo.ReasonLeaseHeld, nil},
+	}
+	for _, s := range steps {
+		_, err := f.do(t, c)
+		var te *combo.TerminalError
+		require.ErrorAs(t, err, &te, "want %s", s.want)
+		require.Len(t, te.Excluded, 1)
+		assert.Equal(t, s.want, te.Excluded[0].Reason)
+		assert.Equal(t, 503, te.Status)
+		if s.after != nil {
+			s.after()
+		}
+	}
 	assert.Equal(t, 0, f.up["openai"].Total())
 }
