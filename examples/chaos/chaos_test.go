@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +16,23 @@ func TestRouteguardBeatsDirect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo in real time (about 7 s)")
 	}
-	var out strings.Builder
-	direct, routed := run(&out, options{perPhase: 5, phase: 800 * time.Millisecond, clientTimeout: 2 * time.Second})
+	out := &liveWriter{}
+	start := time.Now()
+	direct, routed := run(out, options{perPhase: 5, phase: 800 * time.Millisecond, clientTimeout: 2 * time.Second})
+	elapsed := time.Since(start)
 	log := out.String()
 	t.Log("\n" + log)
+
+	// The half-length run stays well inside the minute the full demo has,
+	// and the timeline is printed as it happens, not at the end.
+	assert.Less(t, elapsed, 30*time.Second)
+	live, ok := out.firstAt("── phase 2")
+	if assert.True(t, ok, "the routed run prints its phases") {
+		assert.Greater(t, elapsed-live.Sub(start), 2*time.Second, "phase 2 printed %v before the end", elapsed-live.Sub(start))
+	}
+	for _, row := range []string{"requests", "succeeded", "failed", "upstream calls wasted", "p50 latency", "p99 latency"} {
+		assert.Regexp(t, `(?m)^`+row+` +\d`, log)
+	}
 
 	assert.Equal(t, 30, direct.requests)
 	assert.Equal(t, 30, routed.requests)
@@ -43,6 +57,43 @@ func TestRouteguardBeatsDirect(t *testing.T) {
 		assert.Contains(t, log, want)
 	}
 	assert.NotContains(t, log, "FAILED")
+}
+
+// liveWriter records when each write arrived.
+type liveWriter struct {
+	mu     sync.Mutex
+	buf    strings.Builder
+	writes []write
+}
+
+type write struct {
+	at   time.Time
+	text string
+}
+
+func (w *liveWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, write{at: time.Now(), text: string(p)})
+	return w.buf.Write(p)
+}
+
+func (w *liveWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// firstAt returns when the first write containing s arrived.
+func (w *liveWriter) firstAt(s string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, wr := range w.writes {
+		if strings.Contains(wr.text, s) {
+			return wr.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 func TestPercentile(t *testing.T) {
