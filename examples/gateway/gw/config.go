@@ -222,7 +222,7 @@ func Decode(data []byte) (*Config, error) {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, &ConfigError{Field: te.Field, Problem: "must be a JSON " + te.Value + " of another type (" + te.Type.String() + ")"}
+			return nil, &ConfigError{Field: wrongTypePath(data, te), Problem: "must be a JSON " + te.Value + " of another type (" + te.Type.String() + ")"}
 		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -288,6 +288,80 @@ func findUnknown(v any, t reflect.Type, path, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// wrongTypePath returns where the value refused by te sits in the
+// document, with its list indices and map keys, such as
+// "providers[0].connections[1].maxConcurrent"; te.Field (which has
+// neither) when it cannot be found.
+func wrongTypePath(data []byte, te *json.UnmarshalTypeError) string {
+	var doc any
+	if te.Type == nil || json.Unmarshal(data, &doc) != nil {
+		return te.Field
+	}
+	if path, ok := findWrongType(doc, reflect.TypeFor[Config](), "", "", te); ok {
+		return path
+	}
+	return te.Field
+}
+
+// findWrongType walks the decoded value v along the Go type t; path is the
+// full path so far and fields the struct field names only, the form
+// encoding/json reports. It returns the first path, in sorted key order,
+// whose value has the JSON kind and Go type te describes.
+func findWrongType(v any, t reflect.Type, path, fields string, te *json.UnmarshalTypeError) (string, bool) {
+	if fields == te.Field && t == te.Type && strings.HasPrefix(te.Value, jsonKind(v)) {
+		return path, true
+	}
+	join := func(a, b string) string {
+		if a == "" {
+			return b
+		}
+		return a + "." + b
+	}
+	switch obj, _ := v.(map[string]any); t.Kind() {
+	case reflect.Struct:
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if f, ok := jsonField(t, k); ok {
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if p, ok := findWrongType(obj[k], f.Type, join(path, k), join(fields, name), te); ok {
+					return p, true
+				}
+			}
+		}
+	case reflect.Map:
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if p, ok := findWrongType(obj[k], t.Elem(), join(path, k), fields, te); ok {
+				return p, true
+			}
+		}
+	case reflect.Slice:
+		list, _ := v.([]any)
+		for i, e := range list {
+			if p, ok := findWrongType(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), fields, te); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// jsonKind names the JSON kind of a decoded value as encoding/json does in
+// its errors.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 // jsonField finds the field of struct type t that the JSON key decodes

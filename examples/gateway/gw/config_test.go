@@ -87,7 +87,16 @@ func TestConfigRefused(t *testing.T) {
 		{"unknown field in requestQueue", func(m map[string]any) { at(m, "resilience", "requestQueue")["maxWait"] = 5 },
 			`config: resilience.requestQueue.maxWait: unknown field`},
 		{"wrong type", func(m map[string]any) { at(m, "providers", 0, "connections", 0)["maxConcurrent"] = "2" },
-			`config: providers.connections.maxConcurrent: must be a JSON string of another type (int)`},
+			`config: providers[0].connections[0].maxConcurrent: must be a JSON string of another type (int)`},
+		{"wrong type in a later element", func(m map[string]any) { at(m, "combos", 0, "targets", 1)["weight"] = "heavy" },
+			`config: combos[0].targets[1].weight: must be a JSON string of another type (float64)`},
+		{"wrong type in a list of strings", func(m map[string]any) { at(m, "apiKeys", 0)["scopes"] = []any{"lease:exclusive", 7} },
+			`config: apiKeys[0].scopes[1]: must be a JSON number of another type (string)`},
+		{"wrong type in an operator rule", func(m map[string]any) {
+			at(m, "resilience")["providerErrorRules"] = map[string]any{"openai": []any{map[string]any{"status": "403"}}}
+		}, `config: resilience.providerErrorRules.openai[0].status: must be a JSON string of another type (int)`},
+		{"wrong type of a section", func(m map[string]any) { m["providers"] = map[string]any{} },
+			`config: providers: must be a JSON object of another type ([]gw.Provider)`},
 		{"unknown strategy", func(m map[string]any) { at(m, "combos", 0)["strategy"] = "fastest" },
 			`config: combos[0].strategy: unknown strategy "fastest" (valid: `},
 		{"duplicate provider", func(m map[string]any) { at(m, "providers", 1)["id"] = "openai" },
