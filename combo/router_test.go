@@ -1166,3 +1166,90 @@ func TestExclusionOrder(t *testing.T) {
 	}
 	assert.Equal(t, 0, f.up["openai"].Total())
 }
+
+// A success is reported to every layer: the connection's backoff level
+// falls to 0, the model's failure count decays, and the session is pinned
+// to the connection that served it.
+func TestSuccessTellsEveryLayer(t *testing.T) {
+	now := time.Now()
+	f := newFleet(t, "openai")
+	f.cfg.Now = func() time.Time { return now }
+	f.rebuild()
+	f.cfg.Cooldowns.FailAt("k2", cooldown.Failure{Status: 429, Backoff: true}, now)
+	require.Equal(t, 1, f.cfg.Lockouts.RecordFailureAt(lockout.Failure{Provider: "openai", Connection: "k2", Model: "m", Status: 429}, now).FailureCount)
+	require.Equal(t, 1, f.cfg.Cooldowns.StatusAt("k2", now).Level)
+	now = now.Add(3 * time.Minute) // both lapsed; the level and the count remain
+	require.Equal(t, 1, f.cfg.Cooldowns.StatusAt("k2", now).Level)
+
+	c := &combo.Combo{Name: "rr", Strategy: combo.StrategyRoundRobin,
+		Targets: []combo.Target{target("openai", "k2", "m")}}
+	res, err := f.do(t, c, func(r *combo.Request) { r.Session = "agent-1" })
+	require.NoError(t, err)
+	assert.Equal(t, "k2", res.Target.Connection)
+
+	assert.Equal(t, cooldown.Status{State: cooldown.Available}, f.cfg.Cooldowns.StatusAt("k2", now))
+	count, cleared := f.cfg.Lockouts.DecayAt("openai", "k2", "m", now)
+	assert.Equal(t, 0, count)
+	assert.False(t, cleared, "the success already decayed the count to 0")
+	key, ok := affinity.NewKey("session", "agent-1")
+	require.True(t, ok)
+	pin, ok := f.cfg.Pins.LookupAt("openai", key, now)
+	require.True(t, ok)
+	assert.Equal(t, "k2", pin.Connection)
+}
+
+// Every layer is optional: a router with none still orders, dispatches and
+// falls back.
+func TestRouterWithoutLayers(t *testing.T) {
+	f := newFleet(t, "openai", "anthropic")
+	f.cfg = combo.Config{}
+	f.rebuild()
+	f.up["openai"].Script("", combotest.Error(503, "down"))
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("anthropic", "a1", "m")}}
+	for range 2 {
+		res, err := f.do(t, c)
+		require.NoError(t, err)
+		assert.Equal(t, []string{
+			"openai/k1/m:failed:Service Unavailable",
+			"anthropic/a1/m:succeeded:OK",
+		}, outcomes(res), "nothing is remembered between requests without layers")
+	}
+}
+
+// The lease is fenced again after an admission wait: a request whose lease
+// was replaced while it queued is refused without an upstream call.
+func TestLeaseFencedAgainAfterQueueWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		f.cfg.Queue = queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 5}})
+		f.rebuild()
+		f.up["openai"].Script("k1", combotest.OK("slow").After(10*time.Second))
+		owner, err := lease.NewOwner()
+		require.NoError(t, err)
+		claim := lease.Claim{Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k1"}}
+		l, _, err := f.cfg.Leases.Acquire(context.Background(), claim)
+		require.NoError(t, err)
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")}}
+		withLease := func(r *combo.Request) {
+			r.Lease = &combo.LeaseClaim{Owner: owner, APIKeyID: "kid", Generation: int64(l.Generation)}
+		}
+		first := make(chan error, 1)
+		go func() { _, err := f.do(t, c, withLease); first <- err }()
+		synctest.Wait()
+		second := make(chan error, 1)
+		go func() { _, err := f.do(t, c, withLease); second <- err }()
+		synctest.Wait() // the second waits for k1's slot
+
+		holder := lease.Holder{Owner: lease.HashOwner(owner), APIKeyID: "kid", Generation: l.Generation}
+		_, err = f.cfg.Leases.Release(context.Background(), holder, lease.ReasonOwnerExit)
+		require.NoError(t, err)
+		l2, _, err := f.cfg.Leases.Acquire(context.Background(), claim)
+		require.NoError(t, err)
+		require.NotEqual(t, l.Generation, l2.Generation)
+
+		require.NoError(t, <-first)
+		var le *lease.Error
+		require.ErrorAs(t, <-second, &le)
+		assert.Equal(t, 1, f.up["openai"].Total(), "the stale request made no upstream call")
+	})
+}
