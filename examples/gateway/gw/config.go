@@ -222,7 +222,11 @@ func Decode(data []byte) (*Config, error) {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, &ConfigError{Field: wrongTypePath(data, te), Problem: "must be a JSON " + te.Value + " of another type (" + te.Type.String() + ")"}
+			field := wrongTypePath(data, te)
+			if field == "" {
+				field = "(document)"
+			}
+			return nil, &ConfigError{Field: field, Problem: "must be a JSON " + te.Value + " of another type (" + te.Type.String() + ")"}
 		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -237,13 +241,22 @@ func Decode(data []byte) (*Config, error) {
 // when it cannot be found.
 func unknownFieldPath(data []byte, name string) string {
 	var doc any
-	if json.Unmarshal(data, &doc) != nil {
-		return name
+	if json.NewDecoder(bytes.NewReader(data)).Decode(&doc) != nil {
+		return keyName(name)
 	}
 	if path, ok := findUnknown(doc, reflect.TypeFor[Config](), "", name); ok {
 		return path
 	}
-	return name
+	return keyName(name)
+}
+
+// keyName writes an object key as a path segment: the key itself, or ""
+// for the empty key.
+func keyName(k string) string {
+	if k == "" {
+		return `""`
+	}
+	return k
 }
 
 // findUnknown walks the decoded value v along the Go type t and returns the
@@ -257,9 +270,9 @@ func findUnknown(v any, t reflect.Type, path, name string) (string, bool) {
 			return "", false
 		}
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
-			kp := k
+			kp := keyName(k)
 			if path != "" {
-				kp = path + "." + k
+				kp = path + "." + kp
 			}
 			f, known := jsonField(t, k)
 			if !known {
@@ -296,7 +309,7 @@ func findUnknown(v any, t reflect.Type, path, name string) (string, bool) {
 // neither) when it cannot be found.
 func wrongTypePath(data []byte, te *json.UnmarshalTypeError) string {
 	var doc any
-	if te.Type == nil || json.Unmarshal(data, &doc) != nil {
+	if te.Type == nil || json.NewDecoder(bytes.NewReader(data)).Decode(&doc) != nil {
 		return te.Field
 	}
 	if path, ok := findWrongType(doc, reflect.TypeFor[Config](), "", "", te); ok {

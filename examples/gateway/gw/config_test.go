@@ -86,6 +86,8 @@ func TestConfigRefused(t *testing.T) {
 		}, `config: resilience.providerErrorRules.openai[0].pattern: unknown field`},
 		{"unknown field in requestQueue", func(m map[string]any) { at(m, "resilience", "requestQueue")["maxWait"] = 5 },
 			`config: resilience.requestQueue.maxWait: unknown field`},
+		{"empty field name", func(m map[string]any) { at(m, "resilience")[""] = 1 },
+			`config: resilience."": unknown field`},
 		{"wrong type", func(m map[string]any) { at(m, "providers", 0, "connections", 0)["maxConcurrent"] = "2" },
 			`config: providers[0].connections[0].maxConcurrent: must be a JSON string of another type (int)`},
 		{"wrong type in a later element", func(m map[string]any) { at(m, "combos", 0, "targets", 1)["weight"] = "heavy" },
@@ -144,6 +146,8 @@ func TestConfigTrailingDataRefused(t *testing.T) {
 	require.EqualError(t, err, "config: (document): data after the JSON object")
 	_, err = gw.Parse([]byte(`{"providers": [`))
 	require.Error(t, err)
+	_, err = gw.Parse([]byte(`[]`))
+	require.EqualError(t, err, "config: (document): must be a JSON array of another type (gw.Config)")
 }
 
 func TestOperatorRulesValidated(t *testing.T) {
@@ -167,6 +171,10 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := gw.Parse(data)
 		if err != nil {
+			var ce *gw.ConfigError
+			if errors.As(err, &ce) && (ce.Field == "" || ce.Problem == "") {
+				t.Fatalf("refusal without a field or a problem: %#v", ce)
+			}
 			return
 		}
 		if err := c.Validate(); err != nil {
