@@ -762,19 +762,29 @@ func TestE2EShutdownIsBounded(t *testing.T) {
 	assert.Error(t, <-done, "the hanging request was closed")
 }
 
-// A configuration with a mistake is refused at start, naming the field.
+// A configuration with a mistake is refused at start, naming the field:
+// the process exits 1 before listening.
 func TestE2EBadConfigRefused(t *testing.T) {
-	up := upstreams(t, "openai")
-	cfg := config([]gw.Provider{provider("openai", up["openai"], "k1")},
-		gw.Combo{Name: "c", Strategy: "fastest-first", Targets: []gw.Target{{Provider: "openai", Model: "m"}}})
-	data, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "bad.json")
-	require.NoError(t, os.WriteFile(path, data, 0o600))
-	out, err := exec.Command(gatewayBinary(t), "-config", path, "-listen", "127.0.0.1:0").CombinedOutput()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, "%s", out)
-	assert.Equal(t, 1, ee.ExitCode())
-	assert.Contains(t, string(out), "combos[0].strategy")
-	assert.Contains(t, string(out), "fastest-first")
+	const provider = `{"id":"openai","baseURL":"http://127.0.0.1:9/v1","connections":[{"id":"k1","apiKey":"sk-1"}]}`
+	for _, tc := range []struct{ name, doc, want string }{
+		{"unknown strategy", `{"providers":[` + provider + `],"combos":[{"name":"c","strategy":"fastest-first","targets":[{"provider":"openai","model":"m"}]}]}`,
+			`combos[0].strategy: unknown strategy "fastest-first"`},
+		{"unknown field", `{"providers":[` + provider + `],"resilience":{"requestQueue":{"maxWait":5}}}`,
+			`resilience.requestQueue.maxWait: unknown field`},
+		{"duplicate id", `{"providers":[` + provider + `,` + provider + `]}`,
+			`providers[1].id: duplicate provider id "openai"`},
+		{"unknown provider", `{"providers":[` + provider + `],"combos":[{"name":"c","targets":[{"provider":"anthropic","model":"m"}]}]}`,
+			`combos[0].targets[0].provider: unknown provider "anthropic"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "bad.json")
+			require.NoError(t, os.WriteFile(path, []byte(tc.doc), 0o600))
+			out, err := exec.Command(gatewayBinary(t), "-config", path, "-listen", "127.0.0.1:0").CombinedOutput()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "%s", out)
+			assert.Equal(t, 1, ee.ExitCode())
+			assert.Equal(t, "gateway: config: "+tc.want, strings.SplitN(strings.TrimSpace(string(out)), " (valid:", 2)[0])
+			assert.NotContains(t, string(out), "listening")
+		})
+	}
 }
