@@ -10,7 +10,8 @@
 //
 // It serves POST /v1/chat/completions (model = a combo name or
 // provider/model), GET /v1/models and the admin API under /api/, guarded
-// by the configured admin token. SIGINT or SIGTERM stops it: in-flight
+// by the configured admin token (the anonymous health answer carries only
+// the overall status; session leases are taken with client API keys). SIGINT or SIGTERM stops it: in-flight
 // requests get up to the -grace period to finish; a second signal ends the
 // process at once.
 //

@@ -8,7 +8,12 @@
 //
 //	POST /v1/chat/completions   model = a combo name or "provider/model"
 //	GET  /v1/models             the combos and provider models
-//	/api/...                    the admin API of package combo, guarded by the admin token
+//	/api/...                    the admin API of package combo
+//
+// The admin endpoints need the admin token as a bearer token, except two:
+// GET /api/monitoring/health answers anyone with its overall status alone
+// (the full report needs the token), and POST /api/v1/session-leases
+// authenticates the client API keys that hold the lease scope.
 //
 // Each chat request is routed by a combo.Router over every layer:
 // breakers, connection cooldowns, model lockouts, session affinity, leases,
