@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRouteguardBeatsDirect(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the demo in real time (about 7 s)")
+		t.Skip("runs a half-length demo in real time (about 12 s)")
 	}
 	out := &liveWriter{}
 	start := time.Now()
