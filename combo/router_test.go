@@ -3,6 +3,7 @@ package combo_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -1252,4 +1253,35 @@ func TestLeaseFencedAgainAfterQueueWait(t *testing.T) {
 		require.ErrorAs(t, <-second, &le)
 		assert.Equal(t, 1, f.up["openai"].Total(), "the stale request made no upstream call")
 	})
+}
+
+// Through the Transport, an empty pool is the router's own 503 with
+// Retry-After and the JSON diagnostics, not a Go error.
+func TestTransportAnswersTerminal503(t *testing.T) {
+	now := time.Now()
+	f := newFleet(t, "openai")
+	f.cfg.Now = func() time.Time { return now }
+	f.rebuild()
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m", Status: 429, Cooldown: 12 * time.Second}, now)
+	c := &combo.Combo{Name: "smart", Targets: []combo.Target{target("openai", "k1", "m")},
+		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+	client := &http.Client{Transport: &combo.Transport{
+		Router:  f.router,
+		Combo:   func(*http.Request) (*combo.Combo, error) { return c, nil },
+		Rewrite: func(req *http.Request, _ *combo.Target) (*http.Request, error) { return req, nil },
+		Base: roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			return f.up["openai"].Transport().RoundTrip(req)
+		}),
+	}}
+	resp, err := client.Post("http://gateway/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	var body combo.Body
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "12", resp.Header.Get("Retry-After"))
+	assert.Equal(t, "all_targets_cooling_down", body.Error.Code)
+	assert.Equal(t, 1, body.Diagnostics.PoolSize)
+	assert.Equal(t, int64(12), body.RecoveryHint.RetryAfterSeconds)
+	assert.Equal(t, 0, f.up["openai"].Total())
 }
