@@ -12,7 +12,9 @@
 // an OPEN provider breaker (circuit_open), the provider window gate
 // (provider_cooldown), a model lockout (model_lockout), a cooling or
 // terminal connection (connection_cooldown, unavailable), a failure earlier
-// in the same request (exhausted), or a full admission queue (queue_full).
+// in the same request (exhausted), a tool count the model refused before
+// (tool_limit), a connection leased to another session (lease_held), or a
+// full admission queue (queue_full).
 // A request with a lease is restricted to the leased connection and fenced
 // before every attempt.
 //
@@ -20,9 +22,11 @@
 // restate) and the verdict is translated for each layer: trip statuses to
 // the breaker, account-level failures and terminal states to the connection
 // cooldown, model-level failures to the model lockout, and provider or
-// connection exhaustion to the request's own skip sets. A success closes the
-// loop: breaker success, the connection's error cleared, the model's
-// failure count decayed, the session pinned.
+// connection exhaustion to the request's own skip sets (on a provider that
+// keeps its quotas per model, see [Config.PerModelQuota], one model's quota
+// failure or bare 500 does not exhaust the provider or the connection). A
+// success closes the loop: breaker success, the connection's error cleared,
+// the model's failure count decayed, the session pinned.
 //
 // When nothing can be dispatched the router answers with a [TerminalError]:
 // 400 capability_mismatch when every target was kept out because it cannot

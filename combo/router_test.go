@@ -966,6 +966,17 @@ func TestCooldownWaitBounds(t *testing.T) {
 		assert.Equal(t, 3, f.up["openai"].Total(), "one dispatch, then one after each of the two waits")
 		assert.Equal(t, 2*(time.Second+50*time.Millisecond), time.Since(start))
 		assert.Len(t, res.Attempts, 3)
+
+		// The budget bounds the total: 2 s allow one wait of 1.05 s, not two.
+		f.cfg.Lockouts.Clear("openai", "k1", "m")
+		f.cfg.Cooldowns.Succeed("k1")
+		c.Settings.CooldownWait = combo.CooldownWait{MaxWait: 2 * time.Second, Budget: 2 * time.Second}
+		start = time.Now()
+		res, err = f.do(t, c)
+		require.ErrorAs(t, err, &ue)
+		assert.Equal(t, 429, ue.Status)
+		assert.Equal(t, time.Second+50*time.Millisecond, time.Since(start))
+		assert.Len(t, res.Attempts, 2)
 	})
 }
 
