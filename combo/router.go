@@ -341,6 +341,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			}
 			if last != nil {
 				last.Attempts = res.Attempts
+				r.keepExcluded(res, st)
 				return res, &last.UpstreamError
 			}
 			return res, r.terminal(c, attempted, st)
@@ -380,9 +381,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			if resp != nil {
 				res.Response = resp
 				res.Target = *t
-				if len(st.excluded) > 0 {
-					res.Excluded = append([]Exclusion(nil), st.excluded...)
-				}
+				r.keepExcluded(res, st)
 				return res, nil
 			}
 			last = fail
@@ -393,12 +392,14 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			}
 			if !fail.fallback {
 				last.Attempts = res.Attempts
+				r.keepExcluded(res, st)
 				return res, &last.UpstreamError
 			}
 		}
 		if budget == 0 {
 			if last != nil {
 				last.Attempts = res.Attempts
+				r.keepExcluded(res, st)
 				return res, &last.UpstreamError
 			}
 			return res, r.terminal(c, attempted, st)
@@ -423,6 +424,20 @@ func (r *Router) terminal(c *Combo, attempted int, st *reqState) *TerminalError 
 			"combo", c.Name, "terminal_reason", te.TerminalReason, "retry_after", te.RetryAfter)
 	}
 	return te
+}
+
+// keepExcluded copies the exclusions of the last screening into the result.
+func (r *Router) keepExcluded(res *Result, st *reqState) {
+	if len(st.excluded) == 0 {
+		return
+	}
+	res.Excluded = append([]Exclusion(nil), st.excluded...)
+	for i := range res.Excluded {
+		x := &res.Excluded[i]
+		if x.Reason == ReasonExhausted && x.Detail == "" {
+			x.Detail, _ = st.exh.skip(&Target{Provider: x.Provider, Connection: x.Connection})
+		}
+	}
 }
 
 // explain fills the skip message of an exclusion by this request's

@@ -1296,3 +1296,23 @@ func TestTransportAnswersTerminal503(t *testing.T) {
 	assert.Equal(t, int64(12), body.RecoveryHint.RetryAfterSeconds)
 	assert.Equal(t, 0, f.up["openai"].Total())
 }
+
+// A request whose attempts all failed still says which targets the layers
+// kept out of it.
+func TestFailedRequestListsExclusions(t *testing.T) {
+	now := time.Now()
+	f := newFleet(t, "openai", "anthropic")
+	f.cfg.Now = func() time.Time { return now }
+	f.rebuild()
+	f.up["openai"].Script("", combotest.Error(500, "boom"))
+	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "anthropic", Connection: "a1", Model: "m", Status: 429, Cooldown: time.Minute}, now)
+	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("anthropic", "a1", "m")},
+		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
+	res, err := f.do(t, c)
+	var ue *combo.UpstreamError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, 500, ue.Status)
+	assert.Equal(t, []string{"openai/k1/m:failed:Internal Server Error"}, outcomes(res))
+	assert.Equal(t, []combo.Exclusion{{Provider: "anthropic", Connection: "a1", Model: "m",
+		Reason: combo.ReasonModelLockout, Detail: "rate_limited", RetryAfter: time.Minute}}, res.Excluded)
+}
