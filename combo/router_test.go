@@ -1316,3 +1316,20 @@ func TestFailedRequestListsExclusions(t *testing.T) {
 	assert.Equal(t, []combo.Exclusion{{Provider: "anthropic", Connection: "a1", Model: "m",
 		Reason: combo.ReasonModelLockout, Detail: "rate_limited", RetryAfter: time.Minute}}, res.Excluded)
 }
+
+// The attempt budget is shared by the whole request: with MaxAttempts 2 the
+// third target is never called.
+func TestAttemptBudgetIsShared(t *testing.T) {
+	f := newFleet(t, "a", "b", "c")
+	for _, p := range []string{"a", "b", "c"} {
+		f.up[p].Script("", combotest.Error(503, "down"))
+	}
+	c := &combo.Combo{Name: "x", Settings: combo.Settings{MaxAttempts: 2},
+		Targets: []combo.Target{target("a", "a1", "m"), target("b", "b1", "m"), target("c", "c1", "m")}}
+	res, err := f.do(t, c)
+	var ue *combo.UpstreamError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, 503, ue.Status)
+	assert.Equal(t, []string{"a/a1/m:failed:Service Unavailable", "b/b1/m:failed:Service Unavailable"}, outcomes(res))
+	assert.Equal(t, 0, f.up["c"].Total())
+}
