@@ -39,16 +39,6 @@ func mk(names ...string) []*combo.Target {
 	return ts
 }
 
-// byName returns the target named n.
-func byName(ts []*combo.Target, n string) *combo.Target {
-	for _, t := range ts {
-		if t.Connection == n {
-			return t
-		}
-	}
-	panic("no target " + n)
-}
-
 func names(ts []*combo.Target) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {

@@ -168,9 +168,6 @@ func (c *comboStates[T]) get(name string, max int) *T {
 	return &s.v
 }
 
-// len reports how many combos have state.
-func (c *comboStates[T]) len() int { return len(c.m) }
-
 // comboName is p's combo name, "" when it has none.
 func comboName(p *Pick) string {
 	if p.Combo == nil {

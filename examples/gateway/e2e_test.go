@@ -56,15 +56,6 @@ func config(providers []gw.Provider, combos ...gw.Combo) *gw.Config {
 	return c
 }
 
-func modelOf(t *testing.T, c combotest.Call) string {
-	t.Helper()
-	var b struct {
-		Model string `json:"model"`
-	}
-	require.NoError(t, json.Unmarshal(c.Body, &b))
-	return b.Model
-}
-
 // A provider's 503s open its breaker; traffic moves to the other provider
 // without touching the open one; the admin reset closes it again.
 func TestE2EOpenBreakerMovesTraffic(t *testing.T) {
