@@ -121,41 +121,41 @@ func (m *Manager) AcquireAt(ctx context.Context, c Claim, now time.Time) (Lease,
 	}
 	var earliest time.Time
 	for _, conn := range c.Candidates {
-		out, err := m.store.Acquire(ctx, Request{Owner: c.Owner, APIKeyID: c.APIKeyID, Provider: c.Provider, Connection: conn, TTL: ttl}, now)
-		if err != nil {
-			return Lease{}, "", err
+		l, res, busy, err := m.tryAcquire(ctx, c, conn, ttl, now)
+		if err != nil || busy.IsZero() {
+			return l, res, err
 		}
-		switch out.Result {
-		case ResultAcquired, ResultReused:
-			m.emit(Event{Result: out.Result, Lease: out.Lease})
-			return out.Lease, out.Result, nil
-		case ResultOwnerAlreadyActive:
-			return Lease{}, "", ErrOwnerAlreadyActive
-		case ResultConnectionBusy:
-			earliest = earlier(earliest, out.BusyUntil)
-		default:
-			return Lease{}, "", ErrServiceUnavailable
-		}
+		earliest = earlier(earliest, busy)
 	}
 	return Lease{}, "", newCapacityError(earliest, now, len(c.Candidates), 0)
 }
 
 // acquireOne acquires (renews) conn, the owner's current connection.
 func (m *Manager) acquireOne(ctx context.Context, c Claim, conn string, ttl time.Duration, now time.Time) (Lease, Result, error) {
+	l, res, busy, err := m.tryAcquire(ctx, c, conn, ttl, now)
+	if err == nil && !busy.IsZero() {
+		return Lease{}, "", newCapacityError(busy, now, len(c.Candidates), 0)
+	}
+	return l, res, err
+}
+
+// tryAcquire asks the store for conn. It returns the lease, or the time the
+// connection's current holder expires when it is busy, or an error.
+func (m *Manager) tryAcquire(ctx context.Context, c Claim, conn string, ttl time.Duration, now time.Time) (Lease, Result, time.Time, error) {
 	out, err := m.store.Acquire(ctx, Request{Owner: c.Owner, APIKeyID: c.APIKeyID, Provider: c.Provider, Connection: conn, TTL: ttl}, now)
 	if err != nil {
-		return Lease{}, "", err
+		return Lease{}, "", time.Time{}, err
 	}
 	switch out.Result {
 	case ResultAcquired, ResultReused:
 		m.emit(Event{Result: out.Result, Lease: out.Lease})
-		return out.Lease, out.Result, nil
+		return out.Lease, out.Result, time.Time{}, nil
 	case ResultOwnerAlreadyActive:
-		return Lease{}, "", ErrOwnerAlreadyActive
+		return Lease{}, "", time.Time{}, ErrOwnerAlreadyActive
 	case ResultConnectionBusy:
-		return Lease{}, "", newCapacityError(out.BusyUntil, now, len(c.Candidates), 0)
+		return Lease{}, "", out.BusyUntil, nil
 	}
-	return Lease{}, "", ErrServiceUnavailable
+	return Lease{}, "", time.Time{}, ErrServiceUnavailable
 }
 
 // move transitions h's lease to the first free candidate. It returns a

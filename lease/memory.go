@@ -100,6 +100,26 @@ func (s *MemoryStore) expire(rec *ownerRecord, now time.Time) (Lease, bool) {
 	return l, true
 }
 
+// activate makes rec's active lease a fresh one on connection and marks the
+// connection held. It requires s.mu held for writing.
+func (s *MemoryStore) activate(rec *ownerRecord, owner OwnerHash, apiKeyID, provider, connection string, gen uint64, ttl time.Duration, now time.Time) {
+	rec.active = Lease{
+		Owner:      owner,
+		APIKeyID:   apiKeyID,
+		Provider:   provider,
+		Connection: connection,
+		Generation: gen,
+		State:      StateActive,
+		AcquiredAt: now,
+		RenewedAt:  now,
+		ExpiresAt:  now.Add(ttl),
+	}
+	rec.hasActive = true
+	rec.touched = now
+	s.conns[connection] = rec
+	s.nheld.Store(int64(len(s.conns)))
+}
+
 // end records l as rec's ended lease and frees its connection.
 func (s *MemoryStore) end(rec *ownerRecord, l Lease) {
 	if s.conns[l.Connection] == rec {
@@ -161,21 +181,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, r Request, now time.Time) (Ou
 		return Outcome{}, ErrGenerationExhausted
 	}
 	rec.maxGen++
-	rec.active = Lease{
-		Owner:      r.Owner,
-		APIKeyID:   r.APIKeyID,
-		Provider:   r.Provider,
-		Connection: r.Connection,
-		Generation: rec.maxGen,
-		State:      StateActive,
-		AcquiredAt: now,
-		RenewedAt:  now,
-		ExpiresAt:  now.Add(ttl),
-	}
-	rec.hasActive = true
-	rec.touched = now
-	s.conns[r.Connection] = rec
-	s.nheld.Store(int64(len(s.conns)))
+	s.activate(rec, r.Owner, r.APIKeyID, r.Provider, r.Connection, rec.maxGen, ttl, now)
 	s.maybeSweep(now)
 	return Outcome{Result: ResultAcquired, Lease: rec.active}, nil
 }
@@ -217,21 +223,7 @@ func (s *MemoryStore) Transition(ctx context.Context, h Holder, provider, connec
 	prev.EndedAt = now
 	prev.EndReason = reason
 	s.end(rec, prev)
-	rec.active = Lease{
-		Owner:      prev.Owner,
-		APIKeyID:   prev.APIKeyID,
-		Provider:   provider,
-		Connection: connection,
-		Generation: prev.Generation,
-		State:      StateActive,
-		AcquiredAt: now,
-		RenewedAt:  now,
-		ExpiresAt:  now.Add(ttl),
-	}
-	rec.hasActive = true
-	rec.touched = now
-	s.conns[connection] = rec
-	s.nheld.Store(int64(len(s.conns)))
+	s.activate(rec, prev.Owner, prev.APIKeyID, provider, connection, prev.Generation, ttl, now)
 	return Outcome{Result: ResultTransitioned, Lease: rec.active, Previous: prev}, nil
 }
 
