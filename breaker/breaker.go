@@ -163,11 +163,7 @@ func (b *Breaker) admit() (gen uint64, probe bool, err error) {
 	default:
 		err = &OpenError{Provider: b.name, State: st, RetryAfter: retry, Kind: b.kind}
 	}
-	ch, fire := b.noteLocked(now)
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(now)
 	return gen, probe, err
 }
 
@@ -224,11 +220,7 @@ func (b *Breaker) finish(gen uint64, probe bool, r Report) {
 				delete(b.conns, r.Conn)
 			}
 		}
-		ch, fire := b.noteLocked(time.Time{})
-		b.mu.Unlock()
-		if fire {
-			b.hook(ch)
-		}
+		b.unlockAndNotify(time.Time{})
 		return
 	}
 	now := time.Now()
@@ -239,11 +231,7 @@ func (b *Breaker) finish(gen uint64, probe bool, r Report) {
 		}
 		b.accountLocked(probe, o, r.Kind, now)
 	}
-	ch, fire := b.noteLocked(now)
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(now)
 }
 
 // accountLocked applies an outcome of the current generation.
@@ -427,6 +415,16 @@ func (b *Breaker) untilLocked(start time.Time, d time.Duration, now time.Time) t
 	return min(max(left, 0), d)
 }
 
+// unlockAndNotify notes the visible state, releases b.mu and then calls the
+// hook if the state changed, so that the hook runs outside the lock.
+func (b *Breaker) unlockAndNotify(now time.Time) {
+	ch, fire := b.noteLocked(now)
+	b.mu.Unlock()
+	if fire {
+		b.hook(ch)
+	}
+}
+
 // noteLocked records the visible state and reports whether the hook must be
 // called with the returned change. now may be zero on paths that did not
 // need the clock; it is read only when there is a change.
@@ -474,11 +472,7 @@ func (b *Breaker) State() (State, time.Duration) {
 	now := time.Now()
 	b.refreshLocked(now)
 	st, retry := b.stateLocked(now)
-	ch, fire := b.noteLocked(now)
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(now)
 	return st, retry
 }
 
@@ -513,11 +507,7 @@ func (b *Breaker) Status() Status {
 		OpenCycles:    b.cycles,
 		ProbeInFlight: b.probeDone != nil,
 	}
-	ch, fire := b.noteLocked(now)
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(now)
 	return s
 }
 
@@ -526,11 +516,7 @@ func (b *Breaker) Status() Status {
 func (b *Breaker) Reset() {
 	b.mu.Lock()
 	b.resetLocked()
-	ch, fire := b.noteLocked(time.Now())
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(time.Now())
 }
 
 func (b *Breaker) resetLocked() {

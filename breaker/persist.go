@@ -112,11 +112,7 @@ func (b *Breaker) Export() Record {
 			r.KindFailures[Kind(k)] = n
 		}
 	}
-	ch, fire := b.noteLocked(now)
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(now)
 	return r
 }
 
@@ -149,11 +145,7 @@ func (b *Breaker) Restore(r Record) error {
 	now := time.Now()
 	b.mu.Lock()
 	b.restoreLocked(r, now)
-	ch, fire := b.noteLocked(now)
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(now)
 	return nil
 }
 

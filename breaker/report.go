@@ -57,11 +57,7 @@ func (b *Breaker) ReportAt(r Report, now time.Time) bool {
 	b.mu.Lock()
 	b.refreshLocked(wall)
 	counted := b.directLocked(r, now, wall)
-	ch, fire := b.noteLocked(wall)
-	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
-	}
+	b.unlockAndNotify(wall)
 	return counted
 }
 
