@@ -133,6 +133,11 @@ func newStrategies(cfg *Config) *strategies {
 	return s
 }
 
+// Strategy returns the strategy registered under name ("" is priority), or
+// an [*UnknownStrategyError] listing the valid names. Configuration loaders
+// use it to refuse an unknown name before any request.
+func (r *Router) Strategy(name string) (Strategy, error) { return r.strategies.get(name) }
+
 func (s *strategies) get(name string) (Strategy, error) {
 	if name == "" {
 		name = StrategyPriority

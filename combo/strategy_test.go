@@ -71,6 +71,12 @@ func TestUnknownStrategyListsEveryName(t *testing.T) {
 		"headroom", "least-used", "lkgp", "p2c", "priority", "quota-share", "random", "reset-aware",
 		"reset-window", "round-robin", "strict-random", "weighted"}, se.Valid)
 	assert.Contains(t, err.Error(), `"fastest"`)
+	_, err = r.Strategy("fastest")
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "fastest", se.Name)
+	st, err := r.Strategy("")
+	require.NoError(t, err)
+	assert.Equal(t, combo.Priority{}, st, `"" is priority`)
 }
 
 func TestPriorityAndFillFirstKeepDeclaredOrder(t *testing.T) {

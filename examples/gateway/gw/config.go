@@ -2,13 +2,11 @@ package gw
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"net/url"
 	"os"
 	"reflect"
@@ -178,7 +176,7 @@ type WatchdogConfig struct {
 	MinBytesPerSecond int64 `json:"minBytesPerSecond"`
 	IdleTimeoutMs     int   `json:"idleTimeoutMs"`
 	AttemptDeadlineMs int   `json:"attemptDeadlineMs"`
-	// HoldHeartbeats is accepted for compatibility; the gateway always
+	// HoldHeartbeats is accepted for compatibility; the router always
 	// holds back heartbeats until a stream's first useful output.
 	HoldHeartbeats bool `json:"holdHeartbeats"`
 }
@@ -534,14 +532,7 @@ func contains(list []string, s string) bool {
 // checkStrategy asks a throwaway router whether it knows the strategy
 // name, so that every strategy the library registers is accepted.
 func checkStrategy(name string) error {
-	r := combo.New(combo.Config{})
-	c := &combo.Combo{Name: "strategy-check", Strategy: name, Targets: []combo.Target{{Provider: "p", Model: "m"}}}
-	res, err := r.Do(context.Background(), combo.Request{Combo: c}, func(context.Context, *combo.Target) (*http.Response, error) {
-		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}, nil
-	})
-	if err == nil && res.Response != nil {
-		res.Response.Body.Close()
-	}
+	_, err := combo.New(combo.Config{}).Strategy(name)
 	var ue *combo.UnknownStrategyError
 	if errors.As(err, &ue) {
 		return fmt.Errorf("unknown strategy %q (valid: %s)", ue.Name, strings.Join(ue.Valid, ", "))

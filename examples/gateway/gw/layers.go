@@ -96,12 +96,9 @@ func buildLayers(c *Config) (combo.Config, error) {
 		Watchdog: watchdog.Config{
 			Throughput: watchdog.Settings{Enabled: wd.Enabled, Warmup: msDur(wd.WarmupMs), Window: msDur(wd.WindowMs),
 				MinBytesPerSecond: wd.MinBytesPerSecond},
-			// The router commits a stream at its first useful output, which
-			// the watchdog only sees while it parses events: with the
-			// throughput rule off, that takes HoldHeartbeats. Holding
-			// heartbeats changes nothing else, since the router holds back
-			// everything before the commit anyway.
-			IdleTimeout: msDur(wd.IdleTimeoutMs), AttemptDeadline: msDur(wd.AttemptDeadlineMs), HoldHeartbeats: true,
+			// The router holds a stream back until its first useful output
+			// whatever HoldHeartbeats says.
+			IdleTimeout: msDur(wd.IdleTimeoutMs), AttemptDeadline: msDur(wd.AttemptDeadlineMs),
 		},
 	}, nil
 }
