@@ -115,39 +115,39 @@ func emptyContent(text string) bool {
 	return strings.Contains(l, "empty content") || strings.Contains(l, "empty response")
 }
 
-// skip reports whether t must be skipped for the rest of this request, with
-// the message that says why.
-func (e *exhaustion) skip(t *Target) (string, bool) {
-	if t.Provider != "" && t.Connection != "" {
-		k := connKey{t.Provider, t.Connection}
-		for _, x := range e.connections {
-			if x == k {
-				return "connection " + t.Connection + " for provider " + t.Provider + " had connection error", true
-			}
-		}
-	}
-	for _, p := range e.providers {
-		if p == t.Provider {
-			return "provider " + p + " marked exhausted this request", true
-		}
-	}
-	return "", false
-}
-
-// skipped is the allocation-free form of skip for the eligibility check.
-func (e *exhaustion) skipped(t *Target) bool {
+// match reports whether t's connection, or else its provider, is marked
+// exhausted for the rest of this request. It allocates nothing.
+func (e *exhaustion) match(t *Target) (byConnection, byProvider bool) {
 	if t.Connection != "" {
 		k := connKey{t.Provider, t.Connection}
 		for _, x := range e.connections {
 			if x == k {
-				return true
+				return true, false
 			}
 		}
 	}
 	for _, p := range e.providers {
 		if p == t.Provider {
-			return true
+			return false, true
 		}
 	}
-	return false
+	return false, false
+}
+
+// skipped is the eligibility check: whether t must be skipped for the rest
+// of this request.
+func (e *exhaustion) skipped(t *Target) bool {
+	c, p := e.match(t)
+	return c || p
+}
+
+// skip is skipped with the message that says why.
+func (e *exhaustion) skip(t *Target) (string, bool) {
+	switch c, p := e.match(t); {
+	case c:
+		return "connection " + t.Connection + " for provider " + t.Provider + " had connection error", true
+	case p:
+		return "provider " + t.Provider + " marked exhausted this request", true
+	}
+	return "", false
 }

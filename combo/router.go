@@ -361,7 +361,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 			st.tried = append(st.tried, keyOf(t))
 			var x Exclusion
 			if r.exclusion(t, &req, st, r.now(), &x) {
-				st.explain(&x, t)
+				st.explain(&x)
 				st.skipped = append(st.skipped, x)
 				res.Attempts = append(res.Attempts, Attempt{Target: *t, Outcome: OutcomeSkipped,
 					Reason: x.Reason, Code: x.Detail, Start: r.now()})
@@ -413,10 +413,7 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 // logs it.
 func (r *Router) terminal(c *Combo, attempted int, st *reqState) *TerminalError {
 	for i := range st.excluded {
-		x := &st.excluded[i]
-		if x.Reason == ReasonExhausted && x.Detail == "" {
-			x.Detail, _ = st.exh.skip(&Target{Provider: x.Provider, Connection: x.Connection})
-		}
+		st.explain(&st.excluded[i])
 	}
 	te := terminalError(c.Name, len(c.Targets), attempted, st.excluded, st.skipped)
 	if attempted == 0 && len(te.Excluded) > 0 {
@@ -433,18 +430,15 @@ func (r *Router) keepExcluded(res *Result, st *reqState) {
 	}
 	res.Excluded = append([]Exclusion(nil), st.excluded...)
 	for i := range res.Excluded {
-		x := &res.Excluded[i]
-		if x.Reason == ReasonExhausted && x.Detail == "" {
-			x.Detail, _ = st.exh.skip(&Target{Provider: x.Provider, Connection: x.Connection})
-		}
+		st.explain(&res.Excluded[i])
 	}
 }
 
 // explain fills the skip message of an exclusion by this request's
 // exhaustion sets.
-func (st *reqState) explain(x *Exclusion, t *Target) {
+func (st *reqState) explain(x *Exclusion) {
 	if x.Reason == ReasonExhausted && x.Detail == "" {
-		x.Detail, _ = st.exh.skip(t)
+		x.Detail, _ = st.exh.skip(&Target{Provider: x.Provider, Connection: x.Connection})
 	}
 }
 
