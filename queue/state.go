@@ -65,6 +65,12 @@ func (q *Queue) CheckAt(key string, now time.Time) Decision {
 	if g == nil {
 		return Admit
 	}
+	return g.decide(s, now)
+}
+
+// decide is what Acquire would do on g at now under settings s. It requires
+// q.mu held.
+func (g *gate) decide(s Settings, now time.Time) Decision {
 	waiting := g.waiters.Len()
 	switch {
 	case s.MaxQueueDepth > 0 && waiting >= s.MaxQueueDepth:
@@ -100,12 +106,7 @@ func (q *Queue) StatusAt(key string, now time.Time) Status {
 	if blocked && g.blockedUntil.After(ready) {
 		ready = g.blockedUntil
 	}
-	switch {
-	case st.Depth > 0 && st.Waiting >= st.Depth:
-		st.Decision = Refuse
-	case st.Waiting > 0 || capped || ready.After(now):
-		st.Decision = Wait
-	}
+	st.Decision = g.decide(s, now)
 	switch {
 	case st.Waiting > 0 || capped:
 		st.ReadyAt = time.Time{}
