@@ -569,6 +569,7 @@ func (r *Router) commitStream(t *Target, h *handle, st *reqState, resp *http.Res
 		if n > 0 {
 			s := obs.Stats()
 			if s.UsefulBytes > 0 || s.ProtectedPhase || held.Len() >= maxHold {
+				obs.StopParsing() // committed: no per-chunk parsing beyond what the guards need
 				stopTimer()
 				return held.Bytes(), body, nil
 			}

@@ -89,6 +89,20 @@ func (o *Observer) setup(cfg Config) {
 	o.init = true
 }
 
+// StopParsing ends event parsing for the rest of the attempt unless the
+// throughput rule needs it: from then on useful bytes are no longer counted
+// and error events no longer looked for, while the time guards and the raw
+// byte count go on. A caller that needed events only up to a point (the
+// first useful output, say) calls it there to save the per-chunk work.
+func (o *Observer) StopParsing() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lazyInit()
+	if !o.cfg.Throughput.Enabled {
+		o.parse = false
+	}
+}
+
 // Config returns the normalised configuration.
 func (o *Observer) Config() Config {
 	o.mu.Lock()

@@ -387,3 +387,22 @@ func TestReasoningPhaseNeedsTheDeadline(t *testing.T) {
 	assert.True(t, o.StatsAt(at(59000)).ProtectedPhase)
 	assert.ErrorIs(t, o.ObserveAt([]byte(thinking), at(60000)), ErrAttemptDeadline)
 }
+
+// StopParsing ends event parsing unless the throughput rule needs it.
+func TestObserverStopParsing(t *testing.T) {
+	held := NewObserver(Config{HoldHeartbeats: true})
+	require.NoError(t, held.ObserveAt([]byte(chat("Hello")), at(0)))
+	held.StopParsing()
+	require.NoError(t, held.ObserveAt([]byte(chat(" world")+"event: error\ndata: {\"type\":\"error\"}\n\n"), at(10)))
+	s := held.Stats()
+	assert.Equal(t, int64(5), s.UsefulBytes, "counting stopped after the first delta")
+	assert.Equal(t, int64(2), s.Chunks, "chunks are still counted")
+	_, ok := held.ErrorEvent()
+	assert.False(t, ok, "no event parsing after StopParsing")
+
+	judged := NewObserver(enabled(0, 1000, 1, 1))
+	require.NoError(t, judged.ObserveAt([]byte(chat("Hello")), at(0)))
+	judged.StopParsing()
+	require.NoError(t, judged.ObserveAt([]byte(chat(" world")), at(10)))
+	assert.Equal(t, int64(11), judged.Stats().UsefulBytes, "the throughput rule keeps parsing on")
+}
