@@ -1,8 +1,9 @@
 // Package routeguard is an in-process resilience toolkit for Go programs that
 // call several interchangeable upstreams, such as LLM API gateways.
 //
-// The root package holds no code. Each resilience layer is its own package
-// and can be used alone:
+// The root package holds only the vocabulary the layers share, the
+// credential [Class] of a connection. Each resilience layer is its own
+// package and can be used alone:
 //
 //   - breaker: provider circuit breaker and the provider cooldown window gate
 //   - cooldown: per-connection cooldown, backoff and terminal states

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,10 @@ type Call struct {
 	// N is the number of this call among the calls with the same credential,
 	// starting at 1.
 	N int
+	// Fault is the fault chaos mode injected into this call, and Delay the
+	// latency it added; see [Upstream.Chaos].
+	Fault Fault
+	Delay time.Duration
 }
 
 // Handler computes a reply for a call, as an alternative to a fixed script.
@@ -35,13 +40,28 @@ type script struct {
 	next    int
 }
 
+// DefaultLogSize is how many of the most recent calls an [Upstream] keeps
+// for [Upstream.Calls] unless [Upstream.SetLogSize] says otherwise.
+const DefaultLogSize = 1000
+
 // Upstream is a fake LLM provider. Its zero value is not usable; call [New].
 // An Upstream is safe for concurrent use.
+//
+// An Upstream keeps a log of the most recent calls, [DefaultLogSize] by
+// default, and counts every call, so one left running for hours (a demo, a
+// soak test) holds a bounded amount of memory: the log drops its oldest
+// call for each new one once full, while [Upstream.Total],
+// [Upstream.Count] and [Upstream.Faults] stay exact.
 type Upstream struct {
 	mu      sync.Mutex
 	scripts map[string]*script // by credential; "" is the default
-	calls   []Call
+	calls   []Call             // the log; a ring once full, oldest at head
+	head    int                // index of the oldest call when the log is full
+	logSize int                // 0 means DefaultLogSize
+	total   int
 	counts  map[string]int
+	chaos   *chaos // nil when chaos mode is off
+	faults  Faults
 	srv     *httptest.Server
 
 	done      chan struct{} // closed by Close: ends hangs and streams
@@ -75,11 +95,56 @@ func (u *Upstream) Handle(credential string, h Handler) {
 	u.scripts[credential] = &script{handler: h}
 }
 
-// Calls returns a copy of every call received so far, in arrival order.
+// Calls returns a copy of the most recent calls, oldest first: every call
+// received so far while there have been no more than the log size (see
+// [Upstream.SetLogSize]), else the last log-size calls.
 func (u *Upstream) Calls() []Call {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return append([]Call(nil), u.calls...)
+	return u.orderedCalls()
+}
+
+// SetLogSize sets how many of the most recent calls the upstream keeps for
+// [Upstream.Calls]; n <= 0 means [DefaultLogSize]. Shrinking the log drops
+// its oldest calls at once. The counts of [Upstream.Total],
+// [Upstream.Count] and [Upstream.Faults] are not affected.
+func (u *Upstream) SetLogSize(n int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.logSize = max(n, 0)
+	calls := u.orderedCalls()
+	if over := len(calls) - u.logCap(); over > 0 {
+		calls = append([]Call(nil), calls[over:]...)
+	}
+	u.calls, u.head = calls, 0
+}
+
+// orderedCalls returns a copy of the log, oldest first. Requires u.mu.
+func (u *Upstream) orderedCalls() []Call {
+	if len(u.calls) == 0 {
+		return nil
+	}
+	out := make([]Call, 0, len(u.calls))
+	out = append(out, u.calls[u.head:]...)
+	return append(out, u.calls[:u.head]...)
+}
+
+func (u *Upstream) logCap() int {
+	if u.logSize <= 0 {
+		return DefaultLogSize
+	}
+	return u.logSize
+}
+
+// logCall adds c to the log, dropping the oldest call when the log is full.
+// Requires u.mu.
+func (u *Upstream) logCall(c Call) {
+	if len(u.calls) < u.logCap() {
+		u.calls = append(u.calls, c) // head is 0 until the log is full
+		return
+	}
+	u.calls[u.head] = c
+	u.head = (u.head + 1) % len(u.calls)
 }
 
 // Count returns how many calls carried credential.
@@ -89,11 +154,12 @@ func (u *Upstream) Count(credential string) int {
 	return u.counts[credential]
 }
 
-// Total returns how many calls were received.
+// Total returns how many calls were received, including those the log has
+// dropped.
 func (u *Upstream) Total() int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return len(u.calls)
+	return u.total
 }
 
 // URL starts a loopback HTTP server for the upstream on first use and
@@ -136,15 +202,15 @@ func Credential(h http.Header) string {
 	return h.Get("X-Api-Key")
 }
 
-// record registers a call and picks its reply.
-func (u *Upstream) record(r *http.Request) (Reply, error) {
+// record registers a call, picks its reply and applies chaos mode to it.
+func (u *Upstream) record(r *http.Request) (Reply, Fault, error) {
 	var body []byte
 	if r.Body != nil {
 		var err error
 		body, err = io.ReadAll(r.Body)
 		r.Body.Close()
 		if err != nil {
-			return Reply{}, err
+			return Reply{}, FaultNone, err
 		}
 	}
 	c := Call{
@@ -155,9 +221,16 @@ func (u *Upstream) record(r *http.Request) (Reply, error) {
 		Body:       body,
 	}
 	u.mu.Lock()
+	u.total++
 	u.counts[c.Credential]++
 	c.N = u.counts[c.Credential]
-	u.calls = append(u.calls, c)
+	var retryAfter time.Duration
+	if u.chaos != nil {
+		c.Fault, c.Delay = u.chaos.draw()
+		retryAfter = u.chaos.cfg.RetryAfter
+		u.faults.count(c.Fault, c.Delay)
+	}
+	u.logCall(c)
 	s, ok := u.scripts[c.Credential]
 	if !ok {
 		s = u.scripts[""]
@@ -181,7 +254,7 @@ func (u *Upstream) record(r *http.Request) (Reply, error) {
 	if h != nil {
 		reply = h(c) // outside the lock: the handler may inspect the upstream
 	}
-	return reply, nil
+	return inject(reply, c.Fault, c.Delay, retryAfter), c.Fault, nil
 }
 
 // wait blocks for d, or until ctx ends or the upstream closes.
@@ -221,7 +294,7 @@ type transport struct{ u *Upstream }
 
 func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	u := t.u
-	reply, err := u.record(r)
+	reply, fault, err := u.record(r)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +327,14 @@ func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	resp.ContentLength = int64(len(reply.Body))
+	if fault == FaultStall {
+		s := &Stream{HangAfter: true}
+		if part := stallBody(reply.Body); part != "" {
+			s.Events = []Event{{Raw: part}}
+		}
+		resp.Body = &streamBody{u: u, ctx: ctx, s: s, closed: make(chan struct{})}
+		return resp, nil
+	}
 	resp.Body = io.NopCloser(strings.NewReader(reply.Body))
 	return resp, nil
 }
@@ -335,7 +416,7 @@ func (b *streamBody) Close() error {
 
 // serveHTTP answers over the loopback server.
 func (u *Upstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	reply, err := u.record(r)
+	reply, fault, err := u.record(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -354,6 +435,17 @@ func (u *Upstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for k, v := range reply.Header {
 		w.Header()[k] = append([]string(nil), v...)
+	}
+	if reply.Stream == nil && fault == FaultStall {
+		// Promise the whole body, send half of it, then stall.
+		w.Header().Set("Content-Length", strconv.Itoa(len(reply.Body)))
+		w.WriteHeader(statusOf(reply))
+		_, _ = io.WriteString(w, stallBody(reply.Body))
+		if flusher, ok := w.(http.Flusher); ok {
+			flusher.Flush()
+		}
+		_ = u.block(ctx)
+		return
 	}
 	if reply.Stream == nil {
 		w.WriteHeader(statusOf(reply))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,4 +247,72 @@ func TestEventEncode(t *testing.T) {
 	assert.Equal(t, "event: x\ndata: a\ndata: b\n\n", combotest.Event{Name: "x", Data: "a\nb"}.Encode())
 	assert.Equal(t, "raw", combotest.Event{Raw: "raw", Data: "ignored"}.Encode())
 	assert.Equal(t, ": ping\n\n", combotest.Heartbeat().Encode())
+}
+
+func postBody(t *testing.T, c *http.Client, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://fake/", strings.NewReader(body))
+	require.NoError(t, err)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	readAll(t, resp)
+}
+
+func TestCallLogKeepsLastCallsAndCountsAll(t *testing.T) {
+	u := combotest.New()
+	defer u.Close()
+	u.SetLogSize(100)
+	client := &http.Client{Transport: u.Transport()}
+	for i := range 10000 {
+		postBody(t, client, strconv.Itoa(i))
+	}
+	calls := u.Calls()
+	require.Len(t, calls, 100)
+	for i, c := range calls {
+		assert.Equal(t, strconv.Itoa(9900+i), string(c.Body), "log entry %d", i)
+		assert.Equal(t, 9901+i, c.N)
+	}
+	assert.Equal(t, 10000, u.Total())
+	assert.Equal(t, 10000, u.Count(""))
+}
+
+func TestCallLogDefaultsToThousand(t *testing.T) {
+	u := combotest.New()
+	defer u.Close()
+	u.SetLogSize(0) // 0 means the default
+	client := &http.Client{Transport: u.Transport()}
+	for i := range 1500 {
+		postBody(t, client, strconv.Itoa(i))
+	}
+	calls := u.Calls()
+	require.Len(t, calls, combotest.DefaultLogSize)
+	assert.Equal(t, 1000, combotest.DefaultLogSize)
+	assert.Equal(t, "500", string(calls[0].Body))
+	assert.Equal(t, "1499", string(calls[999].Body))
+	assert.Equal(t, 1500, u.Total())
+}
+
+func TestCallLogResizeKeepsMostRecent(t *testing.T) {
+	u := combotest.New()
+	defer u.Close()
+	u.SetLogSize(5)
+	client := &http.Client{Transport: u.Transport()}
+	bodies := func() []string {
+		var out []string
+		for _, c := range u.Calls() {
+			out = append(out, string(c.Body))
+		}
+		return out
+	}
+	for i := range 7 {
+		postBody(t, client, strconv.Itoa(i))
+	}
+	assert.Equal(t, []string{"2", "3", "4", "5", "6"}, bodies())
+	u.SetLogSize(3)
+	assert.Equal(t, []string{"4", "5", "6"}, bodies(), "shrinking drops the oldest")
+	u.SetLogSize(4)
+	postBody(t, client, "7")
+	postBody(t, client, "8")
+	assert.Equal(t, []string{"5", "6", "7", "8"}, bodies(), "growing keeps what is there")
+	assert.Equal(t, 9, u.Total())
 }
