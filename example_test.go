@@ -33,7 +33,7 @@ func Example() {
 	router := combo.New(combo.Config{
 		Breakers:  breaker.NewSet(breaker.Config{}),
 		Cooldowns: cooldown.New(cooldown.Config{}),
-		Lockouts:  lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}}),
+		Lockouts:  lockout.New(lockout.Config{Enabled: true}),
 		Now:       func() time.Time { return time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) },
 	})
 	smart := &combo.Combo{Name: "smart", Targets: []combo.Target{

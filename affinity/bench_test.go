@@ -8,7 +8,7 @@ import (
 )
 
 func BenchmarkSelectAtHit(b *testing.B) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}})
+	p := New(Config{TTL: time.Hour})
 	k, _ := NewKey("header", "bench-session")
 	c := cands("A", "B", "C", "D")
 	p.SelectAt("openai", k, c, t0)
@@ -21,7 +21,7 @@ func BenchmarkSelectAtHit(b *testing.B) {
 }
 
 func BenchmarkSelectAtHitParallel(b *testing.B) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}})
+	p := New(Config{TTL: time.Hour})
 	keys := make([]Key, 1024)
 	for i := range keys {
 		keys[i], _ = NewKey("header", fmt.Sprint("bench-", i))
@@ -41,7 +41,7 @@ func BenchmarkSelectAtHitParallel(b *testing.B) {
 }
 
 func BenchmarkPlanAtHit(b *testing.B) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}})
+	p := New(Config{TTL: time.Hour})
 	k, _ := NewKey("header", "bench-session")
 	c := cands("A", "B", "C", "D")
 	p.SelectAt("openai", k, c, t0)
@@ -53,7 +53,7 @@ func BenchmarkPlanAtHit(b *testing.B) {
 }
 
 func BenchmarkLookupAt(b *testing.B) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}})
+	p := New(Config{TTL: time.Hour})
 	k, _ := NewKey("header", "bench-session")
 	p.SelectAt("openai", k, cands("A"), t0)
 	b.ReportAllocs()
@@ -63,7 +63,7 @@ func BenchmarkLookupAt(b *testing.B) {
 }
 
 func BenchmarkSelectAtNewPin(b *testing.B) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}, MaxPins: 4096})
+	p := New(Config{TTL: time.Hour, MaxPins: 4096})
 	keys := make([]Key, 4096)
 	for i := range keys {
 		keys[i], _ = NewKey("header", fmt.Sprint("bench-", i))
@@ -82,7 +82,7 @@ func BenchmarkSelectAtNewPin(b *testing.B) {
 
 func BenchmarkKeyFromHeader(b *testing.B) {
 	h := http.Header{}
-	h.Set(HeaderSession, "0b6c5f0e-6a52-4c1f-9d0b-0f1d2c3b4a59")
+	h.Set(headerSession, "0b6c5f0e-6a52-4c1f-9d0b-0f1d2c3b4a59")
 	b.ReportAllocs()
 	for b.Loop() {
 		KeyFrom(h, nil)
@@ -99,7 +99,7 @@ func BenchmarkKeyFromBody(b *testing.B) {
 }
 
 func BenchmarkTTLFor(b *testing.B) {
-	s := Settings{TTL: time.Hour, ProviderTTL: map[string]time.Duration{"claude": 0, "codex": time.Minute}}.Normalize()
+	s := Config{TTL: time.Hour, ProviderTTL: map[string]time.Duration{"claude": 0, "codex": time.Minute}}.Normalize()
 	b.ReportAllocs()
 	for b.Loop() {
 		s.TTLFor("codex", 0)

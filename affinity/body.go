@@ -33,9 +33,9 @@ type object = map[string]json.RawMessage
 // messages (the content of the first message with role "user", else of the
 // first message), then contents (the parts of the first entry with role
 // "user", else of the first entry), then prompt, query and instruction. Text
-// is taken from a string (cut to [MaxKeyInput] characters); from an array, by
+// is taken from a string (cut to 4096 characters); from an array, by
 // joining its string items and its items' string text or content fields with
-// "\n" up to [MaxKeyInput] characters in all; from an object, through its
+// "\n" up to 4096 characters in all; from an object, through its
 // text, content, prompt or parts field. Text must contain a character that
 // is not white space. Other values are never serialised to make text, so a
 // message made only of images yields no key.
@@ -89,7 +89,7 @@ func stringKey(source string, raw json.RawMessage) (Key, bool) {
 // claudeCodeKey reads the session_id held in a JSON-encoded user_id string.
 func claudeCodeKey(raw json.RawMessage) (Key, bool) {
 	s, ok := asString(raw)
-	if !ok || len(s) > MaxKeyInput && utf8.RuneCountInString(s) > MaxKeyInput {
+	if !ok || len(s) > maxKeyInput && utf8.RuneCountInString(s) > maxKeyInput {
 		return Key{}, false
 	}
 	inner := asObject(json.RawMessage(strings.TrimSpace(s)))
@@ -198,7 +198,7 @@ func textOf(raw json.RawMessage, depth int) string {
 	switch raw[0] {
 	case '"':
 		s, _ := asString(raw)
-		return usable(cutChars(s, MaxKeyInput))
+		return usable(cutChars(s, maxKeyInput))
 	case '[':
 		return usable(joinText(asArray(raw)))
 	case '{':
@@ -213,11 +213,11 @@ func textOf(raw json.RawMessage, depth int) string {
 }
 
 // joinText joins the string items of an array and the string text or content
-// fields of its object items with "\n", within a budget of MaxKeyInput
+// fields of its object items with "\n", within a budget of maxKeyInput
 // characters.
 func joinText(items []json.RawMessage) string {
 	var b strings.Builder
-	budget := MaxKeyInput
+	budget := maxKeyInput
 	for _, item := range items {
 		if budget <= 0 {
 			break

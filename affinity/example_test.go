@@ -1,6 +1,7 @@
 package affinity_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -9,7 +10,7 @@ import (
 )
 
 func Example() {
-	pins := affinity.New(affinity.Config{Settings: affinity.Settings{TTL: time.Hour}})
+	pins := affinity.New(affinity.Config{TTL: time.Hour})
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 	h := http.Header{}
@@ -41,7 +42,7 @@ func Example() {
 }
 
 func ExamplePins_PlanAt() {
-	pins := affinity.New(affinity.Config{Settings: affinity.Settings{TTL: 30 * time.Minute}})
+	pins := affinity.New(affinity.Config{TTL: 30 * time.Minute})
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	body := []byte(`{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}`)
 	key, ok := affinity.KeyFrom(nil, body)
@@ -66,8 +67,8 @@ func ExamplePins_PlanAt() {
 	// expires in: 30m0s
 }
 
-func ExampleSettings_TTLFor() {
-	s := affinity.Settings{
+func ExampleConfig_TTLFor() {
+	s := affinity.Config{
 		TTL:         time.Hour,
 		ProviderTTL: map[string]time.Duration{"codex": 0, "claude": 2 * time.Hour},
 	}
@@ -80,6 +81,45 @@ func ExampleSettings_TTLFor() {
 	// 0s
 	// 2h0m0s
 	// 1m0s
+}
+
+func ExampleFromEnv() {
+	env := map[string]string{
+		"SESSION_AFFINITY_TTL_MS":          "3600000",
+		"PROVIDER_SESSION_AFFINITY_TTL_MS": "codex=0,claude=1.5",
+	}
+	cfg, err := affinity.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	fmt.Println(cfg.TTL, cfg.ProviderTTL)
+	var e *affinity.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Code, e.Status, e.Field, errors.Is(err, affinity.ErrInvalidConfig))
+	}
+	// Output:
+	// 1h0m0s map[codex:0s]
+	// invalid_config 400 PROVIDER_SESSION_AFFINITY_TTL_MS true
+}
+
+func ExampleConfig_OnChange() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pins := affinity.New(affinity.Config{
+		TTL: time.Hour,
+		OnChange: func(e affinity.Event) {
+			if e.Removed {
+				fmt.Println(e.Reason, e.Provider, e.From, "removed")
+				return
+			}
+			fmt.Printf("%s %s %q -> %s until %s\n", e.Reason, e.Provider, e.From, e.Connection, e.Until.Format(time.Kitchen))
+		},
+	})
+	key, _ := affinity.NewKey("session", "agent-7")
+	req := affinity.Request{Provider: "openai", Key: key}
+	pins.PinAt(req, "key-a", now)
+	pins.PinAt(req, "key-b", now)
+	pins.EvictAt("openai", key, "key-b", now)
+	// Output:
+	// pinned openai "" -> key-a until 1:00PM
+	// rebound openai "key-a" -> key-b until 1:00PM
+	// evicted openai key-b removed
 }
 
 func ExampleKey_String() {

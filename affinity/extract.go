@@ -5,24 +5,30 @@ import (
 	"net/textproto"
 )
 
-// The session headers read by every [Extractor], in order of precedence.
+// The session headers read by every Extractor, in order of precedence, in
+// canonical form.
 const (
-	HeaderCodexSession = "X-Codex-Session-Id"
-	HeaderSession      = "X-Session-Id"
-	HeaderOmniSession  = "X-Omniroute-Session"
+	headerCodexSession = "X-Codex-Session-Id"
+	headerSession      = "X-Session-Id"
+	headerOmniSession  = "X-Omniroute-Session"
 )
 
-var builtinHeaders = [...]string{HeaderCodexSession, HeaderSession, HeaderOmniSession}
+var builtinHeaders = [...]string{headerCodexSession, headerSession, headerOmniSession}
 
 // An Extractor derives session keys from requests. The zero Extractor reads
 // the built-in session headers and the request body.
 //
 // Headers: the first session header that is present with a non-empty value
-// decides. The built-in headers come first ([HeaderCodexSession],
-// [HeaderSession], [HeaderOmniSession]), then [Extractor.Headers] in order.
-// If that first present header does not yield a key (it is only whitespace,
-// or longer than [MaxKeyInput] characters), the body is read next; later
-// headers are not consulted. Only the first value of a header counts.
+// decides. The built-in headers come first, matched case-insensitively:
+//
+//	X-Codex-Session-Id
+//	X-Session-Id
+//	X-Omniroute-Session
+//
+// then [Extractor.Headers] in order. If that first present header does not
+// yield a key (it is only whitespace, or longer than 4096 characters), the
+// body is read next; later headers are not consulted. Only the first value
+// of a header counts. A header key has the source label "header".
 //
 // Body: see [Extractor.KeyFromBody].
 //
@@ -42,7 +48,8 @@ func KeyFrom(h http.Header, body []byte) (Key, bool) {
 }
 
 // KeyFrom derives the session key of a request from its headers, then its
-// JSON body. It reports false when neither yields a key.
+// JSON body. It reports false when neither yields a key. A nil body reads
+// the headers alone.
 func (e *Extractor) KeyFrom(h http.Header, body []byte) (Key, bool) {
 	if v, ok := e.firstHeader(h); ok {
 		if k, ok := NewKey("header", v); ok {
@@ -50,15 +57,6 @@ func (e *Extractor) KeyFrom(h http.Header, body []byte) (Key, bool) {
 		}
 	}
 	return e.KeyFromBody(body)
-}
-
-// KeyFromHeader derives the session key from the headers alone.
-func (e *Extractor) KeyFromHeader(h http.Header) (Key, bool) {
-	v, ok := e.firstHeader(h)
-	if !ok {
-		return Key{}, false
-	}
-	return NewKey("header", v)
 }
 
 // firstHeader returns the first value of the first session header present

@@ -2,6 +2,8 @@ package affinity
 
 import (
 	"encoding/hex"
+	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +13,7 @@ import (
 
 // maxKeyName is the longest normalised key: the longest source label, ":",
 // and either 180 kept characters or "sha256:" and 64 hex digits.
-const maxKeyName = len("prompt-cache") + 1 + MaxKeptValue
+const maxKeyName = len("prompt-cache") + 1 + maxKeptValue
 
 func checkKey(t *testing.T, k Key, ok bool) {
 	t.Helper()
@@ -33,7 +35,7 @@ func checkKey(t *testing.T, k Key, ok bool) {
 	if !found || rest == "" || !isSafe(rest) {
 		t.Fatalf("unsafe key %q", k.name)
 	}
-	if h, ok := strings.CutPrefix(rest, "sha256:"); ok && len(rest) > MaxKeptValue {
+	if h, ok := strings.CutPrefix(rest, "sha256:"); ok && len(rest) > maxKeptValue {
 		if _, err := hex.DecodeString(h); err != nil || len(h) != 64 {
 			t.Fatalf("bad digest in %q", k.name)
 		}
@@ -69,7 +71,7 @@ func FuzzKeyFrom(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header string, body []byte) {
 		h := http.Header{}
 		if header != "" {
-			h.Set(HeaderSession, header)
+			h.Set(headerSession, header)
 		}
 		k, ok := KeyFrom(h, body)
 		checkKey(t, k, ok)
@@ -104,13 +106,13 @@ func FuzzNewKey(f *testing.F) {
 		n := utf8.RuneCountInString(v)
 		trimmed := strings.TrimSpace(v)
 		switch {
-		case n > MaxKeyInput || trimmed == "":
+		case n > maxKeyInput || trimmed == "":
 			if ok {
 				t.Fatalf("accepted %d chars / blank", n)
 			}
 		case !ok:
 			t.Fatal("refused a usable value")
-		case len(trimmed) <= MaxKeptValue && isSafe(trimmed):
+		case len(trimmed) <= maxKeptValue && isSafe(trimmed):
 			if k.name != "session:"+trimmed {
 				t.Fatalf("safe value not kept: %q", k.name)
 			}
@@ -125,61 +127,74 @@ func FuzzNewKey(f *testing.F) {
 	})
 }
 
-func FuzzSettingsFromEnv(f *testing.F) {
+func FuzzFromEnv(f *testing.F) {
 	f.Add("3600000", "", "claude=0,codex=60000")
 	f.Add("", "120000", "")
 	f.Add("-1", "86400001", "a=1.5,=3,b")
 	f.Add("1e3", "+5", " x = 9 ,,")
+	f.Add("  ", "7", "a=1e3,b= 5 ,c=NaN,d=86400001")
 	f.Fuzz(func(t *testing.T, ttl, legacy, providers string) {
 		m := map[string]string{}
 		if ttl != "" {
-			m[EnvTTL] = ttl
+			m[envTTL] = ttl
 		}
 		if legacy != "" {
-			m[EnvLegacyTTL] = legacy
+			m[envLegacyTTL] = legacy
 		}
 		if providers != "" {
-			m[EnvProviderTTL] = providers
+			m[envProviderTTL] = providers
 		}
-		s, err := SettingsFromEnv(env(m))
-		checkSettings(t, s)
-		if err != nil && !strings.HasPrefix(err.Error(), "affinity: ") {
-			t.Fatalf("error without prefix: %v", err)
+		c, err := FromEnv(env(m))
+		checkConfig(t, c)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "affinity: invalid_config: ") || !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("bad error: %v", err)
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeInvalidConfig || e.Status != 400 || e.Field == "" {
+				t.Fatalf("bad error: %#v", e)
+			}
 		}
 	})
 }
 
-func checkSettings(t *testing.T, s Settings) {
+func checkConfig(t *testing.T, s Config) {
 	t.Helper()
-	if s.TTL < 0 || s.TTL > MaxTTL {
+	if s.TTL < 0 || s.TTL > maxTTL {
 		t.Fatalf("TTL out of range: %v", s.TTL)
 	}
 	for p, d := range s.ProviderTTL {
-		if d < 0 || d > MaxTTL {
+		if d < 0 || d > maxTTL {
 			t.Fatalf("provider %q TTL out of range: %v", p, d)
 		}
 	}
 }
 
-func FuzzSettingsNormalize(f *testing.F) {
+func FuzzNormalize(f *testing.F) {
 	f.Add(int64(0), "claude", int64(3_600_000_000_000), int64(0))
 	f.Add(int64(-1), "", int64(-5), int64(1<<62))
 	f.Add(int64(1<<62), "x", int64(1), int64(-1<<62))
 	f.Fuzz(func(t *testing.T, ttl int64, provider string, pttl, req int64) {
-		in := Settings{TTL: time.Duration(ttl), ProviderTTL: map[string]time.Duration{provider: time.Duration(pttl)}}
+		in := Config{TTL: time.Duration(ttl), ProviderTTL: map[string]time.Duration{provider: time.Duration(pttl)}, MaxPins: int(pttl), MaxConnections: int(req)}
 		s := in.Normalize()
-		checkSettings(t, s)
-		if s.Normalize().TTL != s.TTL || len(s.Normalize().ProviderTTL) != len(s.ProviderTTL) {
+		checkConfig(t, s)
+		if n := s.Normalize(); n.TTL != s.TTL || !maps.Equal(n.ProviderTTL, s.ProviderTTL) || n.MaxPins != s.MaxPins || n.MaxConnections != s.MaxConnections {
 			t.Fatal("Normalize not idempotent")
 		}
+		if s.MaxPins < 1 || s.MaxPins > maxBound || s.MaxConnections < 1 || s.MaxConnections > maxBound {
+			t.Fatalf("bounds out of range: %d, %d", s.MaxPins, s.MaxConnections)
+		}
+		if in.TTL != time.Duration(ttl) || in.ProviderTTL[provider] != time.Duration(pttl) || len(in.ProviderTTL) != 1 {
+			t.Fatal("Normalize modified its receiver")
+		}
 		got := in.TTLFor(provider, time.Duration(req))
-		if got < 0 || got > MaxTTL {
+		if got < 0 || got > maxTTL {
 			t.Fatalf("TTLFor out of range: %v", got)
 		}
 		if got != s.TTLFor(provider, time.Duration(req)) {
 			t.Fatal("TTLFor differs after Normalize")
 		}
-		if req > 0 && got != min(time.Duration(req), MaxTTL) {
+		if req > 0 && got != min(time.Duration(req), maxTTL) {
 			t.Fatalf("request TTL %v not honoured: %v", req, got)
 		}
 	})
@@ -198,7 +213,7 @@ func FuzzPins(f *testing.F) {
 		keys[i], _ = NewKey("session", string(rune('a'+i)))
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		p := New(Config{Settings: Settings{TTL: 10 * time.Second}, MaxPins: 32, MaxConnections: 2})
+		p := New(Config{TTL: 10 * time.Second, MaxPins: 32, MaxConnections: 2})
 		now := t0
 		for _, op := range ops {
 			k := keys[op>>6&3]
@@ -240,8 +255,8 @@ func FuzzPins(f *testing.F) {
 
 // FuzzMemoryStore runs random saves, loads, deletes and listings against a
 // MemoryStore and a plain map, over keys chosen so that several share a
-// slot of the store's shard maps, and checks that both always agree on the
-// live pins.
+// part of the store, a digest prefix or a digest, and checks that both
+// always agree on the live pins.
 func FuzzMemoryStore(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{0x00, 0x08, 0x10, 0x41, 0x49, 0x52, 0x83, 0x8b, 0xc4, 0xcc})
@@ -249,15 +264,14 @@ func FuzzMemoryStore(f *testing.F) {
 	base := skey(7, "openai")
 	keys := []StoreKey{
 		base,
-		collidingKey(base, "claude", 1),
-		collidingKey(base, "openai", 2),
-		collidingKey(base, "o", 3),
-		{Provider: "openai", Session: base.Session},
+		nearKey(base, "claude", 1),
+		nearKey(base, "openai", 2),
+		nearKey(base, "o", 3),
+		nearKey(base, "openai", 9),
 		skey(8, "claude"),
 		skey(7, "claude"),
-		collidingKey(skey(8, "claude"), "openai", 4),
+		nearKey(skey(8, "claude"), "openai", 4),
 	}
-	keys[4].Session[31] = 9
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		s := NewMemoryStore(0)
 		model := map[StoreKey]Pin{}

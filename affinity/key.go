@@ -9,14 +9,14 @@ import (
 )
 
 const (
-	// MaxKeyInput is the longest session value, in characters (Unicode code
+	// maxKeyInput is the longest session value, in characters (Unicode code
 	// points), that is accepted at all. Longer values yield no key.
-	MaxKeyInput = 4096
+	maxKeyInput = 4096
 
-	// MaxKeptValue is the longest session value, in characters, that is kept
-	// verbatim in a [Key]. Longer values, and values with characters outside
+	// maxKeptValue is the longest session value, in characters, that is kept
+	// verbatim in a Key. Longer values, and values with characters outside
 	// A-Z, a-z, 0-9 and ".", "_", ":", "-", are replaced by their SHA-256.
-	MaxKeptValue = 180
+	maxKeptValue = 180
 )
 
 // Key identifies one client session. It is derived by [KeyFrom] or [NewKey]
@@ -32,21 +32,22 @@ type Key struct {
 
 // NewKey builds a Key from a session value found under the given source
 // label (for example "header" or "metadata"). The value is trimmed; an empty
-// value, or one longer than [MaxKeyInput] characters, yields false. A trimmed
-// value of at most [MaxKeptValue] safe characters is kept; any other value is
+// value, or one longer than 4096 characters (Unicode code points, counted
+// before trimming), yields false. A trimmed value of at most 180 safe
+// characters (A-Z, a-z, 0-9, ".", "_", ":", "-") is kept; any other value is
 // replaced by "sha256:" and the lowercase hex SHA-256 of the trimmed value.
 //
 // The source should itself be a short label of safe characters; it is used
 // as given.
 func NewKey(source, value string) (Key, bool) {
-	if len(value) > MaxKeyInput && (len(value) > utf8.UTFMax*MaxKeyInput || utf8.RuneCountInString(value) > MaxKeyInput) {
+	if len(value) > maxKeyInput && (len(value) > utf8.UTFMax*maxKeyInput || utf8.RuneCountInString(value) > maxKeyInput) {
 		return Key{}, false
 	}
 	value = strings.TrimSpace(value)
 	if value == "" {
 		return Key{}, false
 	}
-	if len(value) <= MaxKeptValue && isSafe(value) {
+	if len(value) <= maxKeptValue && isSafe(value) {
 		return makeKey(source + ":" + value), true
 	}
 	return hashedKey(source, value), true

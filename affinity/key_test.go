@@ -158,10 +158,10 @@ func TestExtractorCustomHeaders(t *testing.T) {
 	_, ok = KeyFrom(http.Header{"X-My-Session": {"one"}}, nil)
 	assert.False(t, ok, "custom names are not read by the zero Extractor")
 
-	k, ok = e.KeyFromHeader(http.Header{"X-Other": {"o"}})
+	k, ok = e.KeyFrom(http.Header{"X-Other": {"o"}}, nil)
 	require.True(t, ok)
 	assert.Equal(t, "header:o", k.name)
-	_, ok = e.KeyFromHeader(nil)
+	_, ok = e.KeyFrom(nil, nil)
 	assert.False(t, ok)
 }
 

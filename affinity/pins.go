@@ -2,6 +2,7 @@ package affinity
 
 import (
 	"encoding/hex"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -12,10 +13,6 @@ import (
 // DefaultPriority is the priority of a connection that has none; lower
 // priorities are preferred.
 const DefaultPriority = 999
-
-// DefaultMaxConnections is the number of connections whose use is tracked
-// when [Config.MaxConnections] is not positive.
-const DefaultMaxConnections = 10_000
 
 // A Candidate is one connection the caller has already found eligible for a
 // request: not cooling down, not terminal, not locked for the model, not
@@ -30,7 +27,7 @@ type Request struct {
 	Provider string
 	Key      Key
 	// TTL overrides the pin lifetime for this request when positive
-	// (clamped to MaxTTL); otherwise [Settings.TTLFor] decides.
+	// (held at 24 h); otherwise [Config.TTLFor] decides.
 	TTL time.Duration
 }
 
@@ -46,63 +43,43 @@ type Choice struct {
 	Dropped string
 }
 
-// A ChangeKind says what happened to a pin.
-type ChangeKind int
-
-// The kinds of pin change reported to [Config.OnChange].
+// The reasons an [Event] gives.
 const (
-	// Pinned: a session without a pin was pinned to a connection.
-	Pinned ChangeKind = iota + 1
-	// Rebound: a session's pin moved to another connection.
-	Rebound
-	// Unpinned: a pin was removed because its connection was not a
-	// candidate any more, or by [Pins.Unpin].
-	Unpinned
-	// Evicted: a pin was removed by [Pins.Evict].
-	Evicted
+	reasonPinned   = "pinned"
+	reasonRebound  = "rebound"
+	reasonUnpinned = "unpinned"
+	reasonEvicted  = "evicted"
 )
 
-var kindNames = [...]string{"", "pinned", "rebound", "unpinned", "evicted"}
-
-// String returns "pinned", "rebound", "unpinned" or "evicted".
-func (k ChangeKind) String() string {
-	if k < 0 || int(k) >= len(kindNames) {
-		return "unknown"
-	}
-	return kindNames[k]
-}
-
-// A Change reports one pin change to [Config.OnChange].
-type Change struct {
-	Kind     ChangeKind
+// An Event reports one pin change to [Config.OnChange]: a pin made, moved
+// to another connection, or removed. It carries the pin as it is after the
+// change, so a listener can mirror the pins without reading the store: a
+// made or moved pin has Created = LastUsed = At and expires at Until.
+//
+// Sliding a live pin's expiry on use is not reported, and neither is a pin
+// that expires or that the store drops to stay within its bound.
+type Event struct {
 	Provider string
-	Session  string // redacted session key, as Key.String
-	From     string // previous connection ("" for Pinned)
-	To       string // new connection ("" for Unpinned and Evicted)
-	At       time.Time
-}
-
-// Config configures [New]. The zero Config is usable: affinity disabled
-// until settings with a positive TTL are given, an in-memory store.
-type Config struct {
-	// Settings decide pin lifetimes; they are normalised by New.
-	Settings Settings
-	// Store keeps the pins. nil means NewMemoryStore(MaxPins).
-	Store Store
-	// MaxPins is the capacity of the default store; ≤ 0 means
-	// DefaultMaxPins. Ignored when Store is set.
-	MaxPins int
-	// MaxConnections bounds how many connections' last use is remembered
-	// for the least-recently-used choice; ≤ 0 means
-	// DefaultMaxConnections. When full, the connection used longest ago is
-	// forgotten (and so counts as never used).
-	MaxConnections int
-	// OnChange, if set, is called after each pin change, outside any lock
-	// of this package.
-	OnChange func(Change)
-	// OnError, if set, is called with each error returned by Store. The
-	// operation goes on as if there were no pin.
-	OnError func(error)
+	// Session is the hex SHA-256 digest of the session key, as in
+	// [PinInfo]; never the session value.
+	Session string
+	// Connection is the connection the session is pinned to after the
+	// change; "" when Removed.
+	Connection string
+	// From is the connection the session was pinned to before the change;
+	// "" for a new pin.
+	From string
+	// Reason is "pinned" (a session without a pin was pinned), "rebound"
+	// (the pin moved from From to Connection), "unpinned" (removed because
+	// its connection was not a candidate any more, or by [Pins.UnpinAt]) or
+	// "evicted" (removed by [Pins.EvictAt]).
+	Reason string
+	// At is the caller's now of the change.
+	At time.Time
+	// Until is when the pin expires; zero when Removed.
+	Until time.Time
+	// Removed is true when the session has no pin any more.
+	Removed bool
 }
 
 // Pins pins client sessions to connections, per provider.
@@ -128,45 +105,41 @@ type Config struct {
 // requests of one session may choose different connections, and the later
 // pin wins.
 type Pins struct {
-	settings atomic.Pointer[Settings]
+	cfg      atomic.Pointer[Config] // normalised
 	store    Store
 	mem      *MemoryStore // store, when it is a MemoryStore
 	usage    usageTable
-	onChange func(Change)
+	onChange func(Event)
 	onError  func(error)
 }
 
-// New returns Pins configured by cfg.
+// New returns Pins configured by cfg, after [Config.Normalize].
 func New(cfg Config) *Pins {
+	cfg = cfg.Normalize()
 	p := &Pins{store: cfg.Store, onChange: cfg.OnChange, onError: cfg.OnError}
 	if p.store == nil {
 		p.store = NewMemoryStore(cfg.MaxPins)
 	}
 	p.mem, _ = p.store.(*MemoryStore)
-	p.SetSettings(cfg.Settings)
+	p.cfg.Store(&cfg)
 	p.usage.init(cfg.MaxConnections)
 	return p
 }
 
-// Settings returns the settings in force.
-func (p *Pins) Settings() Settings { return *p.settings.Load() }
-
-// SetSettings replaces the settings in force, after normalising them. Live
+// SetTTL replaces the pin lifetimes in force, as [Config.TTL] and
+// [Config.ProviderTTL] (normalised the same way; the map is copied). Live
 // pins keep their expiry; the new lifetimes apply from their next use.
-func (p *Pins) SetSettings(s Settings) {
-	s = s.Normalize()
-	p.settings.Store(&s)
+func (p *Pins) SetTTL(ttl time.Duration, providerTTL map[string]time.Duration) {
+	c := *p.cfg.Load()
+	c.TTL, c.ProviderTTL = ttl, providerTTL
+	c = c.Normalize()
+	p.cfg.Store(&c)
 }
 
-// TTLFor resolves the pin lifetime of a request, as [Settings.TTLFor] with
-// the settings in force.
+// TTLFor resolves the pin lifetime of a request, as [Config.TTLFor] with
+// the lifetimes in force.
 func (p *Pins) TTLFor(provider string, requested time.Duration) time.Duration {
-	return p.settings.Load().TTLFor(provider, requested)
-}
-
-// Select is shorthand for SelectAt(provider, key, candidates, time.Now()).
-func (p *Pins) Select(provider string, key Key, candidates []Candidate) (string, bool) {
-	return p.SelectAt(provider, key, candidates, time.Now())
+	return p.cfg.Load().TTLFor(provider, requested)
 }
 
 // SelectAt chooses the connection for the session key among candidates and
@@ -183,20 +156,10 @@ func (p *Pins) SelectAt(provider string, key Key, candidates []Candidate, now ti
 	return c.Connection, ok
 }
 
-// Choose is shorthand for ChooseAt(r, candidates, time.Now()).
-func (p *Pins) Choose(r Request, candidates []Candidate) (Choice, bool) {
-	return p.ChooseAt(r, candidates, time.Now())
-}
-
 // ChooseAt is SelectAt for a [Request], which may carry a per-request TTL,
 // returning the whole [Choice].
 func (p *Pins) ChooseAt(r Request, candidates []Candidate, now time.Time) (Choice, bool) {
 	return p.choose(r, candidates, now, true)
-}
-
-// Plan is shorthand for PlanAt(r, candidates, time.Now()).
-func (p *Pins) Plan(r Request, candidates []Candidate) (Choice, bool) {
-	return p.PlanAt(r, candidates, time.Now())
 }
 
 // PlanAt makes the same choice as [Pins.ChooseAt] without committing it: no
@@ -232,26 +195,15 @@ func (p *Pins) choose(r Request, candidates []Candidate, now time.Time, commit b
 	i := p.leastRecentlyUsed(candidates)
 	if i < 0 {
 		if commit && dropped != "" {
-			p.unpin(sk, r.Key, dropped, Unpinned, now)
+			p.unpin(sk, dropped, reasonUnpinned, now)
 		}
 		return Choice{Dropped: dropped}, false
 	}
 	conn := candidates[i].Connection
 	if commit {
-		p.save(sk, Pin{Connection: conn, Created: now, LastUsed: now, Expires: now.Add(ttl)}, now)
-		p.usage.record(conn, now, true)
-		if dropped != "" {
-			p.emit(Rebound, r, dropped, conn, now)
-		} else {
-			p.emit(Pinned, r, "", conn, now)
-		}
+		p.pin(sk, dropped, conn, now, ttl)
 	}
 	return Choice{Connection: conn, Dropped: dropped}, true
-}
-
-// Pin is shorthand for PinAt(r, connection, time.Now()).
-func (p *Pins) Pin(r Request, connection string) bool {
-	return p.PinAt(r, connection, time.Now())
 }
 
 // PinAt pins the session to connection, typically after connection has
@@ -271,18 +223,9 @@ func (p *Pins) PinAt(r Request, connection string, now time.Time) bool {
 		p.touch(sk, pin, now, ttl)
 		return true
 	}
-	p.save(sk, Pin{Connection: connection, Created: now, LastUsed: now, Expires: now.Add(ttl)}, now)
-	p.usage.record(connection, now, true)
-	if ok {
-		p.emit(Rebound, r, pin.Connection, connection, now)
-	} else {
-		p.emit(Pinned, r, "", connection, now)
-	}
+	p.pin(sk, pin.Connection, connection, now, ttl)
 	return true
 }
-
-// RecordUse is shorthand for RecordUseAt(connection, time.Now()).
-func (p *Pins) RecordUse(connection string) { p.RecordUseAt(connection, time.Now()) }
 
 // RecordUseAt records that connection served a request at now, for the
 // least-recently-used choice of new pins. Selection and pinning record use
@@ -293,34 +236,15 @@ func (p *Pins) RecordUseAt(connection string, now time.Time) {
 	}
 }
 
-// Evict is shorthand for EvictAt(provider, key, connection, time.Now()).
-func (p *Pins) Evict(provider string, key Key, connection string) bool {
-	return p.EvictAt(provider, key, connection, time.Now())
-}
-
 // EvictAt removes the session's pin to provider only if it points at
 // connection, as after that connection timed out on this session's request,
 // and reports whether it did. A pin to another connection is left alone.
-// now only stamps the reported [Change].
+// now only stamps the reported [Event].
 func (p *Pins) EvictAt(provider string, key Key, connection string, now time.Time) bool {
 	if key.IsZero() || connection == "" {
 		return false
 	}
-	sk := StoreKey{Provider: provider, Session: key.sum}
-	ok, err := p.store.DeleteIf(sk, connection)
-	if err != nil {
-		p.fail(err)
-		return false
-	}
-	if ok {
-		p.emit(Evicted, Request{Provider: provider, Key: key}, connection, "", now)
-	}
-	return ok
-}
-
-// Unpin is shorthand for UnpinAt(provider, key, time.Now()).
-func (p *Pins) Unpin(provider string, key Key) bool {
-	return p.UnpinAt(provider, key, time.Now())
+	return p.unpin(StoreKey{Provider: provider, Session: key.sum}, connection, reasonEvicted, now)
 }
 
 // UnpinAt removes the session's pin to provider, whatever it points at, and
@@ -342,14 +266,9 @@ func (p *Pins) UnpinAt(provider string, key Key, now time.Time) bool {
 		return false
 	}
 	if ok {
-		p.emit(Unpinned, Request{Provider: provider, Key: key}, from, "", now)
+		p.emit(sk, Event{From: from, Reason: reasonUnpinned, At: now, Removed: true})
 	}
 	return ok
-}
-
-// Lookup is shorthand for LookupAt(provider, key, time.Now()).
-func (p *Pins) Lookup(provider string, key Key) (Pin, bool) {
-	return p.LookupAt(provider, key, time.Now())
 }
 
 // LookupAt returns the session's live pin to provider, without using it.
@@ -385,9 +304,6 @@ type Snapshot struct {
 	Pins        []PinInfo       // sorted by provider, then expiry
 	Connections []ConnectionUse // sorted by connection id
 }
-
-// Snapshot is shorthand for SnapshotAt(time.Now()).
-func (p *Pins) Snapshot() Snapshot { return p.SnapshotAt(time.Now()) }
 
 // SnapshotAt lists the live pins and the recorded connection use at now.
 // A store error is reported to OnError and leaves Pins empty.
@@ -441,22 +357,40 @@ func (p *Pins) save(sk StoreKey, pin Pin, now time.Time) {
 	}
 }
 
-func (p *Pins) unpin(sk StoreKey, key Key, conn string, kind ChangeKind, now time.Time) {
+// pin makes a new pin of sk to conn, replacing a pin to from (or none),
+// and records the use of conn.
+func (p *Pins) pin(sk StoreKey, from, conn string, now time.Time, ttl time.Duration) {
+	until := now.Add(ttl)
+	p.save(sk, Pin{Connection: conn, Created: now, LastUsed: now, Expires: until}, now)
+	p.usage.record(conn, now, true)
+	reason := reasonPinned
+	if from != "" {
+		reason = reasonRebound
+	}
+	p.emit(sk, Event{Connection: conn, From: from, Reason: reason, At: now, Until: until})
+}
+
+// unpin removes the pin of sk if it points at conn and reports whether it
+// did.
+func (p *Pins) unpin(sk StoreKey, conn, reason string, now time.Time) bool {
 	ok, err := p.store.DeleteIf(sk, conn)
 	if err != nil {
 		p.fail(err)
-		return
+		return false
 	}
 	if ok {
-		p.emit(kind, Request{Provider: sk.Provider, Key: key}, conn, "", now)
+		p.emit(sk, Event{From: conn, Reason: reason, At: now, Removed: true})
 	}
+	return ok
 }
 
-func (p *Pins) emit(kind ChangeKind, r Request, from, to string, now time.Time) {
+// emit completes e with the key of sk and reports it.
+func (p *Pins) emit(sk StoreKey, e Event) {
 	if p.onChange == nil {
 		return
 	}
-	p.onChange(Change{Kind: kind, Provider: r.Provider, Session: r.Key.String(), From: from, To: to, At: now})
+	e.Provider, e.Session = sk.Provider, hex.EncodeToString(sk.Session[:])
+	p.onChange(e)
 }
 
 func (p *Pins) fail(err error) {
@@ -553,13 +487,15 @@ type usage struct {
 	uses int
 }
 
-const (
-	usageShardBits = 4
-	usageShards    = 1 << usageShardBits
-)
+// usageShards is the number of independently locked parts of a
+// usageTable.
+const usageShards = 16
 
-// usageTable tracks connection use in bounded, sharded maps.
+// usageTable tracks connection use in bounded maps, spread over usageShards
+// parts by a seeded hash of the connection id, so that concurrent requests
+// on different connections seldom share a lock.
 type usageTable struct {
+	seed     maphash.Seed
 	perShard int
 	shards   [usageShards]usageShard
 }
@@ -571,15 +507,14 @@ type usageShard struct {
 
 func (t *usageTable) init(maxConns int) {
 	if maxConns <= 0 {
-		maxConns = DefaultMaxConnections
+		maxConns = defaultMaxConnections
 	}
+	t.seed = maphash.MakeSeed()
 	t.perShard = (maxConns + usageShards - 1) / usageShards
 }
 
 func (t *usageTable) shard(conn string) *usageShard {
-	// Any spread will do here: the shard only divides lock traffic, and
-	// the map within it has a seeded hash of its own.
-	return &t.shards[strMix(conn)>>(64-usageShardBits)]
+	return &t.shards[maphash.String(t.seed, conn)%usageShards]
 }
 
 func (t *usageTable) get(conn string) (usage, bool) {

@@ -1,6 +1,7 @@
 package affinity
 
 import (
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"testing"
@@ -27,8 +28,14 @@ func cands(ids ...string) []Candidate {
 	return out
 }
 
+// sess is the Session an Event gives for k.
+func sess(k Key) string {
+	d := k.Digest()
+	return hex.EncodeToString(d[:])
+}
+
 func hourPins(cfg Config) *Pins {
-	cfg.Settings.TTL = time.Hour
+	cfg.TTL = time.Hour
 	return New(cfg)
 }
 
@@ -58,8 +65,8 @@ func TestPinIsSticky(t *testing.T) {
 
 // Scenario 9: a pinned connection that is excluded loses the pin for good.
 func TestHardRebind(t *testing.T) {
-	var changes []Change
-	p := hourPins(Config{OnChange: func(c Change) { changes = append(changes, c) }})
+	var changes []Event
+	p := hourPins(Config{OnChange: func(e Event) { changes = append(changes, e) }})
 	k := mustKey(t, "K")
 	require.True(t, p.PinAt(Request{Provider: "claude", Key: k}, "A", t0))
 
@@ -74,8 +81,8 @@ func TestHardRebind(t *testing.T) {
 	assert.Equal(t, "B", got)
 
 	require.Len(t, changes, 2)
-	assert.Equal(t, Change{Kind: Pinned, Provider: "claude", Session: k.String(), To: "A", At: t0}, changes[0])
-	assert.Equal(t, Change{Kind: Rebound, Provider: "claude", Session: k.String(), From: "A", To: "B", At: t0.Add(time.Second)}, changes[1])
+	assert.Equal(t, Event{Reason: "pinned", Provider: "claude", Session: sess(k), Connection: "A", At: t0, Until: t0.Add(time.Hour)}, changes[0])
+	assert.Equal(t, Event{Reason: "rebound", Provider: "claude", Session: sess(k), From: "A", Connection: "B", At: t0.Add(time.Second), Until: t0.Add(time.Second + time.Hour)}, changes[1])
 }
 
 // Scenario 10: an expired pin is deleted on read and the LRU connection gets
@@ -113,8 +120,8 @@ func TestNewPinPriority(t *testing.T) {
 // Scenario 12: a timeout evicts the pin only when it points at the
 // connection that timed out.
 func TestEvictOnlyMatchingPin(t *testing.T) {
-	var changes []Change
-	p := hourPins(Config{OnChange: func(c Change) { changes = append(changes, c) }})
+	var changes []Event
+	p := hourPins(Config{OnChange: func(e Event) { changes = append(changes, e) }})
 	k := mustKey(t, "K")
 	r := Request{Provider: "p", Key: k}
 	require.True(t, p.PinAt(r, "B", t0))
@@ -127,9 +134,10 @@ func TestEvictOnlyMatchingPin(t *testing.T) {
 	assert.True(t, p.EvictAt("p", k, "A", t0.Add(time.Second)))
 	_, ok = p.LookupAt("p", k, t0)
 	assert.False(t, ok)
-	assert.Equal(t, Change{Kind: Evicted, Provider: "p", Session: k.String(), From: "A", At: t0.Add(time.Second)}, changes[len(changes)-1])
-	assert.False(t, p.Evict("p", k, "A"))
-	assert.False(t, p.Evict("p", Key{}, "A"))
+	assert.Equal(t, Event{Reason: "evicted", Provider: "p", Session: sess(k), From: "A", At: t0.Add(time.Second), Removed: true}, changes[len(changes)-1])
+	assert.False(t, p.EvictAt("p", k, "A", t0))
+	assert.False(t, p.EvictAt("p", Key{}, "A", t0))
+	assert.False(t, p.EvictAt("p", k, "", t0))
 }
 
 func TestLRUOrder(t *testing.T) {
@@ -185,7 +193,7 @@ func TestLRUOrder(t *testing.T) {
 
 func TestSelectDisabledOrEmpty(t *testing.T) {
 	k := mustKey(t, "K")
-	off := New(Config{Settings: Settings{TTL: time.Hour, ProviderTTL: map[string]time.Duration{"off": 0}}})
+	off := New(Config{TTL: time.Hour, ProviderTTL: map[string]time.Duration{"off": 0}})
 	tests := []struct {
 		name     string
 		p        *Pins
@@ -219,8 +227,8 @@ func TestSelectDisabledOrEmpty(t *testing.T) {
 }
 
 func TestPlanDoesNotCommit(t *testing.T) {
-	var changes []Change
-	p := hourPins(Config{OnChange: func(c Change) { changes = append(changes, c) }})
+	var changes []Event
+	p := hourPins(Config{OnChange: func(e Event) { changes = append(changes, e) }})
 	k := mustKey(t, "K")
 	r := Request{Provider: "p", Key: k}
 
@@ -254,8 +262,8 @@ func TestPlanDoesNotCommit(t *testing.T) {
 }
 
 func TestSelectWithNoUsableCandidateDropsPin(t *testing.T) {
-	var changes []Change
-	p := hourPins(Config{OnChange: func(c Change) { changes = append(changes, c) }})
+	var changes []Event
+	p := hourPins(Config{OnChange: func(e Event) { changes = append(changes, e) }})
 	k := mustKey(t, "K")
 	require.True(t, p.PinAt(Request{Provider: "p", Key: k}, "A", t0))
 	c, ok := p.ChooseAt(Request{Provider: "p", Key: k}, cands(""), t0)
@@ -263,7 +271,7 @@ func TestSelectWithNoUsableCandidateDropsPin(t *testing.T) {
 	assert.Equal(t, Choice{Dropped: "A"}, c)
 	_, ok = p.LookupAt("p", k, t0)
 	assert.False(t, ok)
-	assert.Equal(t, Unpinned, changes[len(changes)-1].Kind)
+	assert.Equal(t, Event{Reason: "unpinned", Provider: "p", Session: sess(k), From: "A", At: t0, Removed: true}, changes[len(changes)-1])
 }
 
 func TestPinsPerProvider(t *testing.T) {
@@ -277,14 +285,14 @@ func TestPinsPerProvider(t *testing.T) {
 }
 
 func TestUnpin(t *testing.T) {
-	var changes []Change
-	p := hourPins(Config{OnChange: func(c Change) { changes = append(changes, c) }})
+	var changes []Event
+	p := hourPins(Config{OnChange: func(e Event) { changes = append(changes, e) }})
 	k := mustKey(t, "K")
 	require.True(t, p.PinAt(Request{Provider: "p", Key: k}, "A", t0))
 	assert.True(t, p.UnpinAt("p", k, t0))
-	assert.False(t, p.Unpin("p", k))
-	assert.False(t, p.Unpin("p", Key{}))
-	assert.Equal(t, Change{Kind: Unpinned, Provider: "p", Session: k.String(), From: "A", At: t0}, changes[len(changes)-1])
+	assert.False(t, p.UnpinAt("p", k, t0))
+	assert.False(t, p.UnpinAt("p", Key{}, t0))
+	assert.Equal(t, Event{Reason: "unpinned", Provider: "p", Session: sess(k), From: "A", At: t0, Removed: true}, changes[len(changes)-1])
 }
 
 func TestPinTimeJumpsBackwards(t *testing.T) {
@@ -310,7 +318,7 @@ func TestConsecutiveUses(t *testing.T) {
 	assert.Equal(t, 3, p.SnapshotAt(t0).Connections[0].Uses)
 	p.SelectAt("p", k2, cands("A"), t0) // new pin resets to 1
 	assert.Equal(t, []ConnectionUse{{Connection: "A", LastUsed: t0, Uses: 1}}, p.SnapshotAt(t0).Connections)
-	p.RecordUse("")
+	p.RecordUseAt("", t0)
 	assert.Len(t, p.SnapshotAt(t0).Connections, 1)
 }
 
@@ -332,17 +340,25 @@ func TestSnapshot(t *testing.T) {
 	assert.Empty(t, p.SnapshotAt(t0.Add(2*time.Hour)).Pins)
 }
 
-func TestSetSettings(t *testing.T) {
+func TestSetTTL(t *testing.T) {
 	p := New(Config{})
 	assert.Equal(t, time.Duration(0), p.TTLFor("x", 0))
-	p.SetSettings(Settings{TTL: 48 * time.Hour})
-	assert.Equal(t, Settings{TTL: MaxTTL}, p.Settings())
+	providers := map[string]time.Duration{"y": 30 * time.Hour, "z": 0, "n": -1}
+	p.SetTTL(48*time.Hour, providers)
+	assert.Len(t, providers, 3, "the caller's map is untouched")
+	assert.Equal(t, maxTTL, p.TTLFor("x", 0))
+	assert.Equal(t, maxTTL, p.TTLFor("y", 0))
+	assert.Equal(t, time.Duration(0), p.TTLFor("z", 0))
+	assert.Equal(t, maxTTL, p.TTLFor("n", 0))
 	_, ok := p.SelectAt("x", mustKey(t, "K"), cands("A"), t0)
 	assert.True(t, ok)
+	p.SetTTL(0, nil)
+	_, ok = p.SelectAt("x", mustKey(t, "K"), cands("A"), t0)
+	assert.False(t, ok)
 }
 
 func TestUsageBounded(t *testing.T) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}, MaxConnections: 32})
+	p := New(Config{TTL: time.Hour, MaxConnections: 32})
 	for i := range 1000 {
 		p.RecordUseAt(fmt.Sprint("c", i), t0.Add(time.Duration(i)*time.Second))
 	}
@@ -370,9 +386,9 @@ func TestStoreErrorsMeanNoPin(t *testing.T) {
 	got, ok := p.SelectAt("p", k, cands("A", "B"), t0)
 	assert.True(t, ok)
 	assert.Equal(t, "A", got)
-	assert.False(t, p.Evict("p", k, "A"))
-	assert.False(t, p.Unpin("p", k))
-	assert.Empty(t, p.Snapshot().Pins)
+	assert.False(t, p.EvictAt("p", k, "A", t0))
+	assert.False(t, p.UnpinAt("p", k, t0))
+	assert.Empty(t, p.SnapshotAt(t0).Pins)
 	assert.Len(t, errs, 5)
 	for _, err := range errs {
 		assert.ErrorIs(t, err, errStore)
@@ -413,7 +429,7 @@ func TestSelectHitAllocatesNothing(t *testing.T) {
 }
 
 func TestPinsConcurrent(t *testing.T) {
-	p := New(Config{Settings: Settings{TTL: time.Hour}, MaxPins: 128, MaxConnections: 4})
+	p := New(Config{TTL: time.Hour, MaxPins: 128, MaxConnections: 4})
 	keys := make([]Key, 50)
 	for i := range keys {
 		keys[i] = mustKey(t, fmt.Sprint("k", i))
@@ -465,7 +481,7 @@ func (s *countingStore) Save(k StoreKey, p Pin, now time.Time) error {
 // its pin on every request, yet its pin never runs out while it is in use.
 func TestHitSlidesInSteps(t *testing.T) {
 	store := &countingStore{MemoryStore: NewMemoryStore(0)}
-	p := New(Config{Settings: Settings{TTL: time.Hour}, Store: store})
+	p := New(Config{TTL: time.Hour, Store: store})
 	k := mustKey(t, "K")
 	c := cands("A", "B")
 	_, ok := p.SelectAt("p", k, c, t0)
@@ -507,7 +523,7 @@ func TestHitSlidesInSteps(t *testing.T) {
 // With a short TTL the step shrinks to TTL/16: a session used a little more
 // often than its TTL keeps its pin.
 func TestShortTTLPinStaysAlive(t *testing.T) {
-	p := New(Config{Settings: Settings{TTL: time.Second}})
+	p := New(Config{TTL: time.Second})
 	k := mustKey(t, "K")
 	c := cands("A", "B")
 	_, ok := p.SelectAt("p", k, c, t0)

@@ -1,13 +1,12 @@
 package affinity
 
 import (
-	"encoding/binary"
 	"encoding/hex"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // A StoreKey names one pin: a provider and the digest of a session [Key].
@@ -52,7 +51,8 @@ type Entry struct {
 // Implementations must be safe for concurrent use. They own expiry: a pin is
 // dead once Expires ≤ now, and a store must never return a dead pin. Errors
 // are treated by [Pins] as "no pin" (affinity is a preference, never a
-// requirement) and reported to [Config.OnError].
+// requirement) and reported to [Config.OnError]. The affinitytest package
+// checks an implementation against these rules.
 type Store interface {
 	// Load returns the live pin stored under key. A dead pin is reported
 	// as absent (and may be deleted).
@@ -68,169 +68,80 @@ type Store interface {
 	List(now time.Time) ([]Entry, error)
 }
 
-// DefaultMaxPins is the capacity of a [MemoryStore] created with a
-// non-positive size.
-const DefaultMaxPins = 100_000
-
+// storeShards is the number of independently locked parts of a
+// MemoryStore.
 const storeShards = 32
 
-// MemoryStore is the in-memory [Store]. It is split into shards, each with
-// its own lock, and holds at most a fixed number of pins: a write into a
-// full shard first removes dead pins, then, if the shard is still full, the
-// pin that expires first. Dead pins are also removed on read and swept
-// periodically on write; nothing runs in the background.
+// MemoryStore is the in-memory [Store]: a map from [StoreKey] to [Pin],
+// split into 32 parts by the first byte of the session digest (which is
+// already uniform, a SHA-256), each part with its own lock.
 //
-// The zero MemoryStore is ready to use with capacity [DefaultMaxPins].
+// It holds a bounded number of pins, divided evenly among the parts: a new
+// pin written into a full part first removes its dead pins, then, if the part
+// is still full, the pin that expires first (for pins of one lifetime, the
+// least recently used). Dead pins are also removed when they are read and
+// swept on every so many new pins; nothing runs in the background. Each part
+// keeps its pins in expiry order as well, so a new pin costs O(log n) even in
+// a full store, and a sweep visits only the pins it removes.
+//
+// The zero MemoryStore is ready to use and holds up to 100 000 pins.
 type MemoryStore struct {
-	once     sync.Once
-	perShard int
+	perShard int // 0 in the zero MemoryStore: the default
 	shards   [storeShards]memShard
 }
 
 type memShard struct {
 	mu     sync.Mutex
-	m      map[uint64]memPin // by slot(key); lazily initialised
-	spill  map[StoreKey]Pin  // pins whose slot is taken by another key; lazily initialised
-	writes int               // writes since the last sweep
+	m      map[StoreKey]*pinSlot // lazily initialised
+	exp    minHeap[pinSlot]      // every pin of m, dead ones and then the one expiring first on top
+	writes int                   // new pins since the last sweep
 }
 
-// memPin is a pin in memShard.m with the part of its key that the slot does
-// not give back: the map key is a uint64, which hashes and compares faster
-// than a StoreKey, and memPin stays small enough to be stored inline.
-type memPin struct {
-	provider string
-	rest     [24]byte // Session[8:]
-	pin      Pin
+// pinSlot is one stored pin, with its place in its part's expiry heap.
+type pinSlot struct {
+	key StoreKey
+	pin Pin
+	pos int
 }
 
-// slot returns the memShard.m key of key: the first 8 bytes of its session
-// digest, which are uniformly distributed, mixed with the provider so that
-// one session pinned for several providers takes several slots. Keys that
-// share a slot are told apart by memPin and spill over into memShard.spill.
-func slot(key StoreKey) uint64 {
-	return binary.LittleEndian.Uint64(key.Session[:8]) ^ strMix(key.Provider)
+// expiryKey orders pins by expiry, on the wall clock; a pin without a
+// connection is dead whatever its expiry, so it comes first.
+func expiryKey(p *Pin) int64 {
+	if p.Connection == "" {
+		return math.MinInt64
+	}
+	return stamp(p.Expires)
 }
 
-// strMix folds a string into 64 bits: its length and its first and last
-// (up to) 8 bytes, each multiplied by an odd constant. Its high bits depend
-// on every byte of strings up to 16 bytes long.
-func strMix(p string) uint64 {
-	var head, tail uint64
-	if b := unsafe.Slice(unsafe.StringData(p), len(p)); len(b) >= 8 {
-		head = binary.LittleEndian.Uint64(b)
-		tail = binary.LittleEndian.Uint64(b[len(b)-8:])
-	} else {
-		for i, c := range b {
-			head |= uint64(c) << (8 * i)
-		}
-	}
-	return (head*0x9E3779B97F4A7C15 ^ tail*0xC2B2AE3D27D4EB4F) + uint64(len(p))
-}
-
-func (e *memPin) is(key StoreKey) bool {
-	return e.provider == key.Provider && e.rest == [24]byte(key.Session[8:])
-}
-
-// getInto copies the pin under key to *out and reports whether there was
-// one.
-func (sh *memShard) getInto(key *StoreKey, out *Pin) bool {
-	if e, ok := sh.m[slot(*key)]; ok && e.is(*key) {
-		*out = e.pin
-		return true
-	}
-	if len(sh.spill) > 0 {
-		p, ok := sh.spill[*key]
-		*out = p
-		return ok
-	}
-	return false
-}
-
-func (sh *memShard) get(key StoreKey) (Pin, bool) {
-	if e, ok := sh.m[slot(key)]; ok && e.is(key) {
-		return e.pin, true
-	}
-	if len(sh.spill) > 0 {
-		p, ok := sh.spill[key]
-		return p, ok
-	}
-	return Pin{}, false
-}
-
-func (sh *memShard) put(key StoreKey, pin Pin) {
-	h := slot(key)
-	e, ok := sh.m[h]
-	switch {
-	case ok && e.is(key):
-		e.pin = pin
-		sh.m[h] = e
-		return
-	case len(sh.spill) > 0:
-		if _, ok := sh.spill[key]; ok {
-			sh.spill[key] = pin
-			return
-		}
-	}
-	if !ok {
-		if sh.m == nil {
-			sh.m = make(map[uint64]memPin)
-		}
-		sh.m[h] = memPin{provider: key.Provider, rest: [24]byte(key.Session[8:]), pin: pin}
-		return
-	}
-	if sh.spill == nil {
-		sh.spill = make(map[StoreKey]Pin)
-	}
-	sh.spill[key] = pin
-}
-
-func (sh *memShard) del(key StoreKey) bool {
-	h := slot(key)
-	if e, ok := sh.m[h]; ok && e.is(key) {
-		delete(sh.m, h)
-		return true
-	}
-	if _, ok := sh.spill[key]; ok {
-		delete(sh.spill, key)
-		return true
-	}
-	return false
-}
-
-func (sh *memShard) len() int { return len(sh.m) + len(sh.spill) }
-
-// each calls fn with every stored pin; fn may delete the pin it is given.
-func (sh *memShard) each(fn func(StoreKey, Pin)) {
-	for h, e := range sh.m {
-		k := StoreKey{Provider: e.provider}
-		binary.LittleEndian.PutUint64(k.Session[:8], h^strMix(e.provider))
-		copy(k.Session[8:], e.rest[:])
-		fn(k, e.pin)
-	}
-	for k, p := range sh.spill {
-		fn(k, p)
-	}
-}
+func slotPos(p *pinSlot) *int { return &p.pos }
 
 // NewMemoryStore returns a MemoryStore holding at most maxPins pins,
 // rounded up to a multiple of 32 and to at least 128. maxPins ≤ 0 means
-// [DefaultMaxPins].
+// 100 000.
 func NewMemoryStore(maxPins int) *MemoryStore {
-	s := &MemoryStore{}
-	s.once.Do(func() { s.perShard = perShard(maxPins) })
-	return s
+	return &MemoryStore{perShard: perShard(maxPins)}
 }
 
 func perShard(maxPins int) int {
 	if maxPins <= 0 {
-		maxPins = DefaultMaxPins
+		maxPins = defaultMaxPins
 	}
-	return max((maxPins+storeShards-1)/storeShards, 4)
+	return max((min(maxPins, maxBound)+storeShards-1)/storeShards, 4)
 }
 
-func (s *MemoryStore) shard(key StoreKey) *memShard {
-	s.once.Do(func() { s.perShard = perShard(0) })
-	return &s.shards[int(key.Session[0])%storeShards]
+// shardCap returns the most pins one part holds.
+func (s *MemoryStore) shardCap() int {
+	if s.perShard == 0 {
+		return perShard(0)
+	}
+	return s.perShard
+}
+
+// capacity returns the most pins the store holds.
+func (s *MemoryStore) capacity() int { return s.shardCap() * storeShards }
+
+func (s *MemoryStore) shard(key *StoreKey) *memShard {
+	return &s.shards[key.Session[0]%storeShards]
 }
 
 // Load implements [Store]. A dead pin is deleted and reported as absent.
@@ -243,12 +154,17 @@ func (s *MemoryStore) Load(key StoreKey, now time.Time) (Pin, bool, error) {
 // load is Load for [Pins], with fewer copies: the live pin under key is
 // written to *out.
 func (s *MemoryStore) load(key *StoreKey, now time.Time, out *Pin) bool {
-	sh := s.shard(*key)
+	sh := s.shard(key)
 	sh.mu.Lock()
-	ok := sh.getInto(key, out)
-	if ok && !out.Live(now) {
-		sh.del(*key)
-		*out, ok = Pin{}, false
+	p := sh.m[*key]
+	ok := p != nil
+	if ok {
+		if p.pin.Live(now) {
+			*out = p.pin
+		} else {
+			sh.remove(p)
+			ok = false
+		}
 	}
 	sh.mu.Unlock()
 	return ok
@@ -256,86 +172,102 @@ func (s *MemoryStore) load(key *StoreKey, now time.Time, out *Pin) bool {
 
 // Save implements [Store]. It never fails.
 func (s *MemoryStore) Save(key StoreKey, pin Pin, now time.Time) error {
-	sh := s.shard(key)
+	sh := s.shard(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.get(key); !ok {
-		sh.writes++
-		if sh.writes >= max(s.perShard/2, 16) {
-			sh.sweep(now)
-		}
-		if sh.len() >= s.perShard {
-			sh.sweep(now)
-			if sh.len() >= s.perShard {
-				sh.evictSoonest()
-			}
+	if p := sh.m[key]; p != nil {
+		p.pin = pin
+		sh.exp.Set(p, expiryKey(&pin))
+		return nil
+	}
+	limit := s.shardCap()
+	sh.writes++
+	if sh.writes >= max(limit/2, 16) {
+		sh.sweep(now)
+	}
+	var p *pinSlot
+	if len(sh.m) >= limit {
+		sh.sweep(now)
+		if len(sh.m) >= limit {
+			p = sh.evictSoonest()
 		}
 	}
-	sh.put(key, pin)
+	if sh.m == nil {
+		sh.m = make(map[StoreKey]*pinSlot)
+		sh.exp = minHeap[pinSlot]{pos: slotPos}
+	}
+	if p == nil {
+		p = new(pinSlot)
+	}
+	p.key, p.pin = key, pin
+	sh.m[key] = p
+	sh.exp.Set(p, expiryKey(&pin))
 	return nil
 }
 
-// sweep removes dead pins. The shard's lock must be held.
-func (sh *memShard) sweep(now time.Time) {
-	sh.writes = 0
-	sh.each(func(k StoreKey, p Pin) {
-		if !p.Live(now) {
-			sh.del(k)
-		}
-	})
+// remove deletes the pin p. The part's lock must be held.
+func (sh *memShard) remove(p *pinSlot) {
+	delete(sh.m, p.key)
+	sh.exp.Remove(p)
 }
 
-// evictSoonest removes the pin that expires first. The shard's lock must be
-// held.
-func (sh *memShard) evictSoonest() {
-	var (
-		victim StoreKey
-		at     time.Time
-		found  bool
-	)
-	sh.each(func(k StoreKey, p Pin) {
-		if !found || p.Expires.Before(at) {
-			victim, at, found = k, p.Expires, true
-		}
-	})
-	if found {
-		sh.del(victim)
+// sweep removes dead pins, which are on top of the expiry heap. The part's
+// lock must be held.
+func (sh *memShard) sweep(now time.Time) {
+	sh.writes = 0
+	for p, _ := sh.exp.Top(); p != nil && !p.pin.Live(now); p, _ = sh.exp.Top() {
+		sh.remove(p)
 	}
+}
+
+// evictSoonest removes the pin that expires first and returns its slot for
+// reuse, or nil when the part is empty. The part's lock must be held.
+func (sh *memShard) evictSoonest() *pinSlot {
+	p, _ := sh.exp.Top()
+	if p != nil {
+		sh.remove(p)
+		*p = pinSlot{}
+	}
+	return p
 }
 
 // Delete implements [Store]. It never fails.
 func (s *MemoryStore) Delete(key StoreKey) (bool, error) {
-	sh := s.shard(key)
+	sh := s.shard(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.del(key), nil
+	p := sh.m[key]
+	if p != nil {
+		sh.remove(p)
+	}
+	return p != nil, nil
 }
 
 // DeleteIf implements [Store]. It never fails.
 func (s *MemoryStore) DeleteIf(key StoreKey, connection string) (bool, error) {
-	sh := s.shard(key)
+	sh := s.shard(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	p, ok := sh.get(key)
-	if !ok || p.Connection != connection {
+	p := sh.m[key]
+	if p == nil || p.pin.Connection != connection {
 		return false, nil
 	}
-	return sh.del(key), nil
+	sh.remove(p)
+	return true, nil
 }
 
 // List implements [Store]. Entries are sorted by provider, then by expiry.
 // It never fails.
 func (s *MemoryStore) List(now time.Time) ([]Entry, error) {
-	s.once.Do(func() { s.perShard = perShard(0) })
 	var out []Entry
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.each(func(k StoreKey, p Pin) {
-			if p.Live(now) {
-				out = append(out, Entry{Key: k, Pin: p})
+		for k, p := range sh.m {
+			if p.pin.Live(now) {
+				out = append(out, Entry{Key: k, Pin: p.pin})
 			}
-		})
+		}
 		sh.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
@@ -353,14 +285,8 @@ func (s *MemoryStore) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.len()
+		n += len(sh.m)
 		sh.mu.Unlock()
 	}
 	return n
-}
-
-// Cap returns the most pins the store holds.
-func (s *MemoryStore) Cap() int {
-	s.once.Do(func() { s.perShard = perShard(0) })
-	return s.perShard * storeShards
 }

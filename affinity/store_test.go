@@ -1,7 +1,7 @@
 package affinity
 
 import (
-	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,7 +17,7 @@ func skey(b byte, provider string) StoreKey {
 
 func TestMemoryStoreBasics(t *testing.T) {
 	var s MemoryStore // zero value is usable
-	assert.Equal(t, DefaultMaxPins, s.Cap())
+	assert.Equal(t, defaultMaxPins, s.capacity())
 	k := skey(1, "p")
 	pin := Pin{Connection: "A", Created: t0, LastUsed: t0, Expires: t0.Add(time.Minute)}
 	require.NoError(t, s.Save(k, pin, t0))
@@ -57,9 +57,9 @@ func TestMemoryStoreLazyExpiry(t *testing.T) {
 }
 
 func TestMemoryStoreBounded(t *testing.T) {
-	assert.Equal(t, 128, NewMemoryStore(1).Cap())
+	assert.Equal(t, 128, NewMemoryStore(1).capacity())
 	s := NewMemoryStore(64) // 4 per shard
-	assert.Equal(t, 128, s.Cap())
+	assert.Equal(t, 128, s.capacity())
 	// Fill one shard (same first digest byte) beyond its share.
 	for i := range 10 {
 		var d [32]byte
@@ -103,25 +103,22 @@ func TestPinLive(t *testing.T) {
 	assert.False(t, Pin{Connection: "A", Expires: t0}.Live(t0))
 }
 
-// collidingKey returns a key for provider whose slot in a MemoryStore shard
-// is the slot of k.
-func collidingKey(k StoreKey, provider string, last byte) StoreKey {
+// nearKey returns a key for provider whose session digest is the digest of
+// k but for its last byte: same part of a MemoryStore, same digest prefix.
+func nearKey(k StoreKey, provider string, last byte) StoreKey {
 	c := StoreKey{Provider: provider, Session: k.Session}
 	c.Session[31] = last
-	binary.LittleEndian.PutUint64(c.Session[:8], slot(k)^strMix(provider))
 	return c
 }
 
-// Keys that share a slot are kept apart, whichever of them is written,
-// deleted or swept first.
-func TestMemoryStoreSlotCollisions(t *testing.T) {
+// Keys that share a part of the store and all but one byte of their digest,
+// or their whole digest under another provider, are kept apart, whichever of
+// them is written, deleted or swept first.
+func TestMemoryStoreNearKeysStayApart(t *testing.T) {
 	s := NewMemoryStore(0)
 	a := skey(3, "openai")
-	b := collidingKey(a, "claude", 1)
-	c := collidingKey(a, "openai", 2)
-	require.Equal(t, slot(a), slot(b))
-	require.Equal(t, slot(a), slot(c))
-	require.Equal(t, a.Session[0], c.Session[0], "same shard")
+	b := StoreKey{Provider: "claude", Session: a.Session}
+	c := nearKey(a, "openai", 2)
 	pa := Pin{Connection: "A", Expires: t0.Add(time.Minute)}
 	pb := Pin{Connection: "B", Expires: t0.Add(2 * time.Minute)}
 	pc := Pin{Connection: "C", Expires: t0.Add(3 * time.Minute)}
@@ -144,9 +141,9 @@ func TestMemoryStoreSlotCollisions(t *testing.T) {
 	assert.Equal(t, 3, s.Len())
 	l, _ := s.List(t0)
 	require.Len(t, l, 3)
-	assert.ElementsMatch(t, []Entry{{b, pb}, {a, pa}, {c, pc}}, l, "listed keys are rebuilt exactly")
+	assert.Equal(t, []Entry{{b, pb}, {a, pa}, {c, pc}}, l, "sorted by provider, then expiry; keys exact")
 
-	// Overwrite a spilled key, then delete the key holding the slot.
+	// Overwrite one key, then delete another.
 	pc2 := Pin{Connection: "C2", Expires: t0.Add(time.Hour)}
 	require.NoError(t, s.Save(c, pc2, t0))
 	assert.Equal(t, 3, s.Len())
@@ -158,7 +155,6 @@ func TestMemoryStoreSlotCollisions(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "C2", got)
 
-	// A new key takes the free slot; the spilled ones stay reachable.
 	require.NoError(t, s.Save(a, pa, t0))
 	for k, want := range map[StoreKey]string{a: "A", b: "B", c: "C2"} {
 		got, ok := load(k, t0)
@@ -175,4 +171,17 @@ func TestMemoryStoreSlotCollisions(t *testing.T) {
 	ok, _ = s.DeleteIf(c, "C2")
 	assert.True(t, ok)
 	assert.Equal(t, 1, s.Len())
+}
+
+// Config.MaxPins bounds the default store New creates; the default is
+// 100 000 pins.
+func TestNewMaxPinsBoundsDefaultStore(t *testing.T) {
+	assert.Equal(t, defaultMaxPins, New(Config{}).mem.capacity())
+	p := New(Config{TTL: time.Hour, MaxPins: 64})
+	require.Equal(t, 128, p.mem.capacity())
+	for i := range 1000 {
+		p.SelectAt("p", mustKey(t, fmt.Sprint("k", i)), cands("A", "B"), t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	assert.LessOrEqual(t, p.mem.Len(), 128)
+	assert.Greater(t, p.mem.Len(), 64, "the bound is the rounded capacity")
 }

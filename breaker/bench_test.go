@@ -8,27 +8,27 @@ import (
 )
 
 func BenchmarkAllowReport(b *testing.B) {
-	br := New("p", DefaultProfile(APIKey), nil)
+	br := New("p", defaultProfile(APIKey), nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		done, err := br.Allow()
+		done, err := br.AllowReportAt(time.Time{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		done(Success)
+		done(Report{Outcome: Success})
 	}
 }
 
 func BenchmarkAllowReportParallel(b *testing.B) {
-	br := New("p", DefaultProfile(APIKey), nil)
+	br := New("p", defaultProfile(APIKey), nil)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			done, err := br.Allow()
+			done, err := br.AllowReportAt(time.Time{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			done(Success)
+			done(Report{Outcome: Success})
 		}
 	})
 }
@@ -50,15 +50,15 @@ func BenchmarkNaiveMutex(b *testing.B) {
 }
 
 func BenchmarkState(b *testing.B) {
-	br := New("p", DefaultProfile(APIKey), nil)
+	br := New("p", defaultProfile(APIKey), nil)
 	b.ReportAllocs()
 	for b.Loop() {
-		br.State()
+		br.StateAt(time.Time{})
 	}
 }
 
 func newBenchSet() (*Set, []string) {
-	s := NewSet(Config{Settings: Settings{MaxBreakers: 2000}})
+	s := NewSet(Config{MaxBreakers: 2000})
 	names := make([]string, 1000)
 	for i := range names {
 		names[i] = "provider-" + strconv.Itoa(i)
@@ -72,7 +72,7 @@ func BenchmarkSetState1000(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		s.State(names[i%len(names)])
+		s.StateAt(names[i%len(names)], time.Time{})
 		i++
 	}
 }
@@ -83,7 +83,7 @@ func BenchmarkSetState1000Parallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			s.State(names[i%len(names)])
+			s.StateAt(names[i%len(names)], time.Time{})
 			i++
 		}
 	})
@@ -94,8 +94,8 @@ func BenchmarkSetAllowReport1000(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		done, _ := s.Allow(names[i%len(names)])
-		done(Success)
+		done, _ := s.AllowReportAt(names[i%len(names)], time.Time{})
+		done(Report{Outcome: Success})
 		i++
 	}
 }
@@ -106,26 +106,25 @@ func BenchmarkSetAllowReport1000Parallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			done, _ := s.Allow(names[i%len(names)])
-			done(Success)
+			done, _ := s.AllowReportAt(names[i%len(names)], time.Time{})
+			done(Report{Outcome: Success})
 			i++
 		}
 	})
 }
 
 func BenchmarkGateBlockedUntil(b *testing.B) {
-	g := NewGate(GateConfig{Settings: GateSettings{Enabled: true}})
+	g := NewGate(GateConfig{Enabled: true})
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	g.RecordFailureAt("openai", "c1", now)
 	b.ReportAllocs()
 	for b.Loop() {
-		g.BlockedUntilAt("openai", now)
-		g.ConnBlockedUntilAt("openai", "c1", now)
+		g.BlockedUntilAt("openai", "c1", now)
 	}
 }
 
 func BenchmarkAllowReportDetailed(b *testing.B) {
-	br := New("p", DefaultProfile(APIKey), nil)
+	br := New("p", defaultProfile(APIKey), nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		done, err := br.AllowReport()
@@ -139,7 +138,7 @@ func BenchmarkAllowReportDetailed(b *testing.B) {
 // BenchmarkReportDeduplicated is a router recording a failure that the
 // connection window drops.
 func BenchmarkReportDeduplicated(b *testing.B) {
-	br := New("p", DefaultProfile(APIKey), nil)
+	br := New("p", defaultProfile(APIKey), nil)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	br.ReportAt(Report{Outcome: Failure, Conn: "c1"}, now)
 	r := Report{Outcome: Failure, Conn: "c1"}

@@ -8,200 +8,207 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Change is one state change of a breaker, given to a state-change hook.
-type Change struct {
-	// Provider is the breaker's name.
+// Event is one change of a breaker of a [Set], or of an entry of a
+// [Gate], given to the OnChange hook of [Config] or [GateConfig]. It
+// carries the state after the change, enough for a store to keep it
+// without reading anything back.
+//
+// A breaker reports every change between its four states, and its removal
+// from a Set. A gate entry is Open while it cools and Closed otherwise; the
+// gate reports each start, extension and end of a cooldown, and the removal
+// of an entry it has reported.
+type Event struct {
+	// Provider is the breaker's name, or the gate entry's provider.
 	Provider string
-	// From and To are the states before and after.
+	// Connection is the connection of a gate connection entry; empty for a
+	// breaker and for a gate provider entry.
+	Connection string
+	// From and To are the states before and after the change. From is the
+	// state the hook was last told of.
 	From, To State
-	// At is when the change was observed. Lazy changes (open → half-open)
-	// are observed by the first call after they became due.
+	// At is when the change was observed, on the clock of the call that
+	// observed it. A change that falls due with time (open → half-open, the
+	// end of a gate cooldown) is observed by the first call at or after the
+	// time it became due: for a breaker any call, for a gate entry the next
+	// write that touches it.
 	At time.Time
+	// Until is when the state ends by itself: the end of an open period
+	// (To Open) or of a gate cooldown (for a provider entry its last
+	// instant, for a connection entry the first instant after it); zero
+	// when the state is untimed.
+	Until time.Time
+	// Failures is the breaker's leaky failure count after the change; for
+	// a gate entry, the failures in the window (provider) or since the last
+	// success (connection).
+	Failures int
+	// OpenCycles is the breaker's number of failed probes in a row; zero
+	// for gate entries.
+	OpenCycles int
+	// Kind is the kind of the breaker's last counted failure; KindNone for
+	// gate entries.
+	Kind Kind
+	// LastFailure is the time of the last counted failure; zero if none.
+	LastFailure time.Time
+	// Removed reports that the breaker or entry is gone: dropped by a Set
+	// to make room, or by a Gate when it prunes or bounds its entries. To is
+	// then Closed, the state a new breaker or entry starts in.
+	Removed bool
 }
 
-// Breaker is a circuit breaker for one provider. Ask with [Breaker.Allow]
-// before each request and report the request's [Outcome] through the done
-// func it returns; read the state without changing anything but lazy
-// refreshes with [Breaker.State].
+// circuit is the circuit breaker of one provider, kept by a [Set]. Ask
+// with AllowReportAt before each request and report the request's result
+// through the done func it returns; read the state without changing
+// anything but lazy refreshes with StateAt.
 //
-// Breakers are created with [New] (or by a [Set]); the zero value is not
-// usable. A Breaker is safe for concurrent use.
-type Breaker struct {
+// Circuits are created by a Set with newCircuit; the zero value is not
+// usable. A circuit is safe for concurrent use.
+type circuit struct {
 	name string
 	p    Profile
-	hook func(Change)
+	hook func(Event) // read and cleared (when a Set drops the breaker) under mu
 
 	mu sync.Mutex // protects everything below, and every call into cb
-	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
-	gs gobreaker.State // cb's state, mirrored by its OnStateChange
-	// gen changes on every state change of cb, on every probe re-issue and
-	// on Reset; a done func reports only while gen is the one it was
-	// issued under.
+	// cb decides when a closed breaker trips. Once it has tripped (cbOpen)
+	// it is left alone, its own timer never firing, and it is replaced by a
+	// fresh machine when the breaker closes again.
+	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
+	cbOpen bool
+	// state is the kept state. Open turns HalfOpen lazily, on the first
+	// call at or after openedAt+openFor.
+	state State
+	// gen changes on every change between closed, open and half-open, on
+	// every probe re-issue or release, on Reset and on Restore; a done func
+	// reports only while gen is the one it was issued under.
 	gen uint64
+	// seen is the latest time a call gave; a call with an earlier time is
+	// taken to happen at seen (a clock step backwards: no time has passed).
+	seen time.Time
 
 	failures    int         // the leaky failure count
 	times       []time.Time // counted failure times, oldest first; only with a Window
 	lastFailure time.Time
 	kind        Kind          // kind of the last failure
-	kindCounts  [NumKinds]int // counted failures by kind since the breaker last closed
+	kindCounts  [numKinds]int // counted failures by kind since the breaker last closed
 	cycles      int           // failed probes in a row since the breaker last closed
 	openedAt    time.Time     // start of the current open period
 	openFor     time.Duration // length of the current open period
 	trip        bool          // makes cb's next failure trip whatever the count
 
-	// restored is set by Restore for an open or half-open record: cb is
-	// closed underneath, and the visible state follows openedAt, openFor
-	// and probeDone alone until the first probe reports (see restoredProbe).
-	restored bool
-
-	probeDone  func(error) // cb's done func of the probe in flight, or nil
-	probeStart time.Time
+	probe      bool      // a half-open probe is out
+	probeStart time.Time // when it was admitted
 
 	conns map[string]time.Time // last counted failure by connection, for ConnDedup
 	netAt time.Time            // last counted network error, for NetworkDedup
 
 	reported State // the state last given to the hook
+
+	// owner is the Set that holds the breaker, nil once it has been
+	// dropped (or for a breaker of no Set); guarded by mu.
+	owner *Set
+	// evRank and evLast are the breaker's eviction key (see
+	// [circuit.evictKeyLocked]) as last published to owner; queued is set
+	// while the breaker waits in owner's list of changed keys. All three
+	// are guarded by mu.
+	evRank int
+	evLast time.Time
+	queued bool
+	// setRank, setLast and setPos are the key the owner's heap orders the
+	// breaker by and its place there; guarded by the owner's lock.
+	setRank int
+	setLast time.Time
+	setPos  int
 }
 
-// Errors fed to gobreaker's done funcs.
-var (
-	errTripped  = errors.New("breaker: counted failure")
-	errExcluded = errors.New("breaker: ignored result")
-)
+// errTripped is the error fed to gobreaker's done func for a counted
+// failure.
+var errTripped = errors.New("breaker: counted failure")
 
-// New returns a closed breaker named name with profile p (normalized with
-// [Profile.Normalize]). onChange, if not nil, is called after every state
-// change, outside the breaker's lock, from the goroutine that caused or
-// observed the change.
-func New(name string, p Profile, onChange func(Change)) *Breaker {
-	b := &Breaker{name: name, p: p.Normalize(), hook: onChange}
+// cbTimeout is gobreaker's open timeout: long enough never to end, since
+// the breaker ends open periods itself, on its caller's clock.
+const cbTimeout = 100 * 365 * 24 * time.Hour
+
+// newCircuit returns a closed breaker named name with profile p
+// (normalized). onChange, if not nil, is called after every state change,
+// outside the breaker's lock, from the goroutine that caused or observed
+// the change.
+func newCircuit(name string, p Profile, onChange func(Event)) *circuit {
+	b := &circuit{name: name, p: p.normalize(), hook: onChange}
 	b.cb = b.newMachine()
 	return b
 }
 
-// newMachine builds the gobreaker machine: one half-open probe, no closed
-// interval, an open timeout of Reset (gobreaker leaves the open state once
-// strictly after its timeout, hence the nanosecond less), tripping on the
-// leaky count.
-func (b *Breaker) newMachine() *gobreaker.TwoStepCircuitBreaker[struct{}] {
-	b.gs = gobreaker.StateClosed
+// newMachine builds the gobreaker machine that decides a closed breaker's
+// trip: it trips on the leaky count (or b.trip), and its open state never
+// ends by itself.
+func (b *circuit) newMachine() *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	b.cbOpen = false
 	return gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        b.name,
 		MaxRequests: 1,
-		Timeout:     b.p.Reset - time.Nanosecond,
+		Timeout:     cbTimeout,
 		ReadyToTrip: func(gobreaker.Counts) bool {
 			return b.trip || b.failures >= b.p.OpenAt // b.mu is held by the caller
 		},
 		OnStateChange: func(_ string, _, to gobreaker.State) {
-			b.gs = to // b.mu is held: every call into cb happens under it
-			b.gen++
+			if to == gobreaker.StateOpen {
+				b.cbOpen = true // b.mu is held: every call into cb happens under it
+			}
 		},
-		IsExcluded: func(err error) bool { return err == errExcluded },
 	})
 }
 
-// Name returns the breaker's name.
-func (b *Breaker) Name() string { return b.name }
-
-// Profile returns the breaker's normalized profile.
-func (b *Breaker) Profile() Profile { return b.p }
-
-// Allow asks whether a request may go to the provider now. If so, it returns
-// a done func that must be called at most once with the request's outcome
-// (see [Classify]); not calling it for a half-open probe holds the probe slot
-// until the profile's reset time has passed. If not, it returns a nil done
-// and an [*OpenError] that matches [ErrOpen] and carries the time until a
-// probe is allowed.
-//
-// Allow on a closed breaker costs one small allocation (the done func).
-func (b *Breaker) Allow() (done func(Outcome), err error) {
-	gen, probe, err := b.admit()
-	if err != nil {
-		return nil, err
+// clockLocked returns the time of a call that gave now: time.Now() for a
+// zero now, and never earlier than a time an earlier call gave.
+func (b *circuit) clockLocked(now time.Time) time.Time {
+	if now.IsZero() {
+		now = time.Now()
 	}
-	return func(o Outcome) { b.finish(gen, probe, Report{Outcome: o}) }, nil
+	if now.Before(b.seen) {
+		return b.seen
+	}
+	b.seen = now
+	return now
 }
 
-// AllowReport is [Breaker.Allow] whose done func takes a [Report]: the
-// outcome with the failure's kind, connection and flags. The report is
-// filtered as [Breaker.ReportAt] filters it (queue timeouts, network and
-// per-connection deduplication), except that a probe's failure is never
-// deduplicated and a probe's queue timeout only frees the probe slot.
-func (b *Breaker) AllowReport() (done func(Report), err error) {
-	gen, probe, err := b.admit()
+// AllowReportAt is [Set.AllowReportAt] for this breaker.
+func (b *circuit) AllowReportAt(now time.Time) (done func(Report), err error) {
+	gen, probe, err := b.admit(now)
 	if err != nil {
 		return nil, err
 	}
 	return func(r Report) { b.finish(gen, probe, r) }, nil
 }
 
-// admit decides one admission: the generation to report under, whether it
-// is the half-open probe, or the refusal.
-func (b *Breaker) admit() (gen uint64, probe bool, err error) {
+// admit decides one admission at now: the generation to report under,
+// whether it is the half-open probe, or the refusal.
+func (b *circuit) admit(now time.Time) (gen uint64, probe bool, err error) {
 	b.mu.Lock()
-	if b.gs == gobreaker.StateClosed && b.p.Window == 0 && !b.restored {
+	if b.state.admits() && b.p.Window == 0 {
 		// Without a counting window nothing in the closed state depends on
 		// time: admit at once.
 		gen = b.gen
 		b.mu.Unlock()
 		return gen, false, nil
 	}
-	now := time.Now()
+	now = b.clockLocked(now)
 	b.refreshLocked(now)
 	st, retry := b.stateLocked(now)
 	switch {
-	case st.Admits():
+	case st.admits():
 		gen = b.gen
-	case st == HalfOpen && b.probeDone == nil:
-		gd, gerr := b.probeSlotLocked()
-		if gerr != nil {
-			err = &OpenError{Provider: b.name, State: HalfOpen, RetryAfter: retry, Kind: b.kind}
-			break
-		}
-		b.probeDone, b.probeStart = gd, now
+	case st == HalfOpen && !b.probe:
+		b.probe, b.probeStart = true, now
 		gen, probe = b.gen, true
 	default:
-		err = &OpenError{Provider: b.name, State: st, RetryAfter: retry, Kind: b.kind}
+		err = openError(b.name, st, retry, b.kind)
 	}
 	b.unlockAndNotify(now)
 	return gen, probe, err
 }
 
-// probeSlotLocked takes the half-open probe slot: cb's, or for a restored
-// breaker the restore layer's.
-func (b *Breaker) probeSlotLocked() (func(error), error) {
-	if b.restored {
-		return b.restoredProbe, nil
-	}
-	return b.cb.Allow()
-}
-
-// restoredProbe settles the probe of a restored breaker, whose cb is still
-// closed: a success keeps cb closed and starts a new generation, a failure
-// trips cb open, an ignored result only frees the slot. b.mu is held.
-func (b *Breaker) restoredProbe(err error) {
-	switch err {
-	case nil:
-		b.restored = false
-		b.gen++
-	case errTripped:
-		b.restored = false
-		b.tripLocked()
-	}
-}
-
-// tripLocked opens a closed cb whatever the count.
-func (b *Breaker) tripLocked() {
-	b.trip = true
-	if gd, err := b.cb.Allow(); err == nil {
-		gd(errTripped)
-	}
-	b.trip = false
-}
-
 // finish accounts one admitted request's report, issued under generation
 // gen.
-func (b *Breaker) finish(gen uint64, probe bool, r Report) {
+func (b *circuit) finish(gen uint64, probe bool, r Report) {
 	o := r.Outcome
 	if r.QueueTimeout {
 		o = Ignored
@@ -210,20 +217,18 @@ func (b *Breaker) finish(gen uint64, probe bool, r Report) {
 		return
 	}
 	b.mu.Lock()
-	if o == Success && !probe && b.gs == gobreaker.StateClosed && b.p.Window == 0 && !b.restored {
+	if o == Success && !probe && b.state.admits() && b.p.Window == 0 {
 		// Hot path: a success on a closed breaker without a window.
 		if gen == b.gen {
-			if b.failures > 0 {
-				b.failures--
-			}
+			b.dropFailureLocked()
 			if r.Conn != "" {
 				delete(b.conns, r.Conn)
 			}
 		}
-		b.unlockAndNotify(time.Time{})
+		b.unlockAndNotify(r.At)
 		return
 	}
-	now := time.Now()
+	now := b.clockLocked(r.At)
 	b.refreshLocked(now)
 	if gen == b.gen && (o != Failure || probe || b.passLocked(r, now)) {
 		if o == Success && r.Conn != "" {
@@ -235,31 +240,31 @@ func (b *Breaker) finish(gen uint64, probe bool, r Report) {
 }
 
 // accountLocked applies an outcome of the current generation.
-func (b *Breaker) accountLocked(probe bool, o Outcome, k Kind, now time.Time) {
-	if b.gs == gobreaker.StateClosed && !b.restored {
+func (b *circuit) accountLocked(probe bool, o Outcome, k Kind, now time.Time) {
+	switch b.state {
+	case Closed, Degraded:
 		b.closedLocked(o, k, now)
-		return
-	}
-	if b.gs != gobreaker.StateHalfOpen && !b.restored {
-		return
-	}
-	if !probe || b.probeDone == nil {
-		return
-	}
-	switch o {
-	case Success:
-		b.closeHalfOpenLocked()
-	case Failure:
-		b.failHalfOpenLocked(k, now)
-	default:
-		gd := b.probeDone
-		b.probeDone, b.probeStart = nil, time.Time{}
-		gd(errExcluded) // frees the probe slot
+	case HalfOpen:
+		if !probe || !b.probe {
+			return
+		}
+		switch o {
+		case Success:
+			b.closeLocked()
+		case Failure:
+			b.reopenLocked(k, now)
+		default:
+			// An ignored probe says nothing about the provider: free the
+			// slot, and let a second call of its done func count for
+			// nothing.
+			b.probe, b.probeStart = false, time.Time{}
+			b.gen++
+		}
 	}
 }
 
-// closedLocked applies an outcome to a closed breaker.
-func (b *Breaker) closedLocked(o Outcome, k Kind, now time.Time) {
+// closedLocked applies an outcome to a closed (or degraded) breaker.
+func (b *circuit) closedLocked(o Outcome, k Kind, now time.Time) {
 	switch o {
 	case Success:
 		b.dropFailureLocked()
@@ -268,7 +273,7 @@ func (b *Breaker) closedLocked(o Outcome, k Kind, now time.Time) {
 		// Let gobreaker decide the trip; its ReadyToTrip reads the leaky
 		// count, or b.trip when a kind's own threshold is reached. A closed
 		// gobreaker always admits.
-		if int(k) < NumKinds {
+		if int(k) < numKinds {
 			if at := b.p.Kinds[k].OpenAt; at > 0 && b.kindCounts[k] >= at {
 				b.trip = true
 			}
@@ -277,69 +282,56 @@ func (b *Breaker) closedLocked(o Outcome, k Kind, now time.Time) {
 			gd(errTripped)
 		}
 		b.trip = false
-		if b.gs == gobreaker.StateOpen {
-			b.startOpenLocked()
+		switch {
+		case b.cbOpen:
+			b.openLocked(now)
+		case b.state == Closed && b.failures >= b.p.DegradedAt:
+			b.state = Degraded
 		}
 	}
 }
 
-// closeHalfOpenLocked closes a half-open breaker after a success, with the
-// probe's slot when one is out.
-func (b *Breaker) closeHalfOpenLocked() {
-	gd := b.takeProbeLocked()
-	if gd == nil {
-		return
-	}
-	gd(nil) // closes, new generation
-	b.failures, b.times, b.cycles = 0, b.times[:0], 0
-	b.kind, b.kindCounts = KindNone, [NumKinds]int{}
+// openLocked starts an open period at now, for the open time of the last
+// kind and the cycles.
+func (b *circuit) openLocked(now time.Time) {
+	b.state = Open
+	b.gen++
+	b.openedAt, b.openFor = now, b.p.openDurationFor(b.kind, b.cycles)
+	b.probe, b.probeStart = false, time.Time{}
 }
 
-// failHalfOpenLocked reopens a half-open breaker after a failure, with one
-// more cycle.
-func (b *Breaker) failHalfOpenLocked(k Kind, now time.Time) {
-	gd := b.takeProbeLocked()
-	if gd == nil {
-		return
+// closeLocked closes a half-open breaker: count, kind, cycles and kind
+// counts are reset.
+func (b *circuit) closeLocked() {
+	if b.cbOpen {
+		b.cb = b.newMachine()
 	}
-	if int(k) >= NumKinds {
+	b.state = Closed
+	b.gen++
+	b.failures, b.times, b.cycles = 0, b.times[:0], 0
+	b.kind, b.kindCounts = KindNone, [numKinds]int{}
+	b.openedAt, b.openFor = time.Time{}, 0
+	b.probe, b.probeStart = false, time.Time{}
+}
+
+// reopenLocked reopens a half-open breaker after a failure at now, with one
+// more cycle.
+func (b *circuit) reopenLocked(k Kind, now time.Time) {
+	if int(k) >= numKinds {
 		k = KindNone
 	}
 	b.cycles++
 	b.lastFailure, b.kind = now, k
-	gd(errTripped) // reopens, new generation
-	b.startOpenLocked()
+	b.openLocked(now)
 }
 
-// takeProbeLocked returns the done func of the probe in flight, or else a
-// fresh probe slot, and clears the probe. It returns nil if no slot can be
-// had.
-func (b *Breaker) takeProbeLocked() func(error) {
-	gd := b.probeDone
-	b.probeDone, b.probeStart = nil, time.Time{}
-	if gd == nil {
-		var err error
-		if gd, err = b.probeSlotLocked(); err != nil {
-			return nil
-		}
-	}
-	return gd
-}
-
-// startOpenLocked starts an open period after cb has opened. The start is
-// read after cb's own, so cb is never still open when this period ends.
-func (b *Breaker) startOpenLocked() {
-	b.openedAt = time.Now()
-	b.openFor = b.p.OpenDurationFor(b.kind, b.cycles)
-}
-
-func (b *Breaker) addFailureLocked(k Kind, now time.Time) {
-	if int(k) >= NumKinds {
+func (b *circuit) addFailureLocked(k Kind, now time.Time) {
+	if int(k) >= numKinds {
 		k = KindNone
 	}
 	b.failures++
 	b.lastFailure, b.kind = now, k
-	if k != KindNone {
+	if k != KindNone && b.kindCounts[k] < maxOpenAt {
 		b.kindCounts[k]++
 	}
 	if b.p.Window > 0 {
@@ -347,7 +339,9 @@ func (b *Breaker) addFailureLocked(k Kind, now time.Time) {
 	}
 }
 
-func (b *Breaker) dropFailureLocked() {
+// dropFailureLocked takes one failure off the count; a degraded breaker
+// whose count comes back to its degraded level closes.
+func (b *circuit) dropFailureLocked() {
 	if b.failures == 0 {
 		return
 	}
@@ -355,186 +349,185 @@ func (b *Breaker) dropFailureLocked() {
 	if len(b.times) > 0 {
 		b.times = b.times[:copy(b.times, b.times[1:])]
 	}
+	b.leaveDegradedLocked()
 }
 
-// refreshLocked applies everything that became due by now: cb's open →
-// half-open move, the re-issue of an unreported probe, and the expiry of
+// leaveDegradedLocked closes a degraded breaker whose count is at or below
+// its degraded level.
+func (b *circuit) leaveDegradedLocked() {
+	if b.state == Degraded && b.failures <= b.p.DegradedAt {
+		b.state = Closed
+	}
+}
+
+// refreshLocked applies everything that became due by now: the end of an
+// open period, the re-issue of an unreported probe, and the expiry of
 // counted failures older than the window.
-func (b *Breaker) refreshLocked(now time.Time) {
-	if b.gs == gobreaker.StateOpen {
-		b.cb.State() // lets cb leave the open state on its clock
-	}
-	if (b.gs == gobreaker.StateHalfOpen || b.restored) && b.probeDone != nil && now.Sub(b.probeStart) >= b.p.Reset {
-		gd := b.probeDone
-		b.probeDone, b.probeStart = nil, time.Time{}
-		b.gen++ // the lost probe's late result is ignored
-		gd(errExcluded)
-	}
-	if b.p.Window > 0 && b.gs == gobreaker.StateClosed && !b.restored && len(b.times) > 0 {
-		cut := now.Add(-b.p.Window)
-		i := 0
-		for i < len(b.times) && !b.times[i].After(cut) {
-			i++
+func (b *circuit) refreshLocked(now time.Time) {
+	switch b.state {
+	case Open:
+		if !now.Before(b.openedAt.Add(b.openFor)) {
+			b.state = HalfOpen
+			b.gen++
 		}
-		if i > 0 {
-			b.times = b.times[:copy(b.times, b.times[i:])]
-			b.failures = len(b.times)
+	case HalfOpen:
+		if b.probe && now.Sub(b.probeStart) >= b.p.Reset {
+			b.probe, b.probeStart = false, time.Time{}
+			b.gen++ // the lost probe's late result is ignored
+		}
+	default:
+		if b.p.Window > 0 && len(b.times) > 0 {
+			cut := now.Add(-b.p.Window)
+			i := 0
+			for i < len(b.times) && !b.times[i].After(cut) {
+				i++
+			}
+			if i > 0 {
+				b.times = b.times[:copy(b.times, b.times[i:])]
+				b.failures = len(b.times)
+				b.leaveDegradedLocked()
+			}
 		}
 	}
 }
 
-// stateLocked derives the visible state and the time until a probe.
-func (b *Breaker) stateLocked(now time.Time) (State, time.Duration) {
-	gs := b.gs
-	if b.restored {
-		gs = gobreaker.StateHalfOpen // open until openedAt+openFor, then half-open
-	}
-	switch gs {
-	case gobreaker.StateOpen:
+// stateLocked returns the state and the time until a probe, after a
+// refresh at now.
+func (b *circuit) stateLocked(now time.Time) (State, time.Duration) {
+	switch b.state {
+	case Open:
 		return Open, b.untilLocked(b.openedAt, b.openFor, now)
-	case gobreaker.StateHalfOpen:
-		if wait := b.untilLocked(b.openedAt, b.openFor, now); wait > 0 {
-			// An escalated open period outlasts cb's base timeout.
-			return Open, wait
-		}
-		if b.probeDone != nil {
+	case HalfOpen:
+		if b.probe {
 			return HalfOpen, b.untilLocked(b.probeStart, b.p.Reset, now)
 		}
 		return HalfOpen, 0
 	}
-	if b.failures >= b.p.DegradedAt {
-		return Degraded, 0
-	}
-	return Closed, 0
+	return b.state, 0
 }
 
 // untilLocked returns the time left of a period of length d that started at
-// start, within [0, d] even when the clock stepped backwards.
-func (b *Breaker) untilLocked(start time.Time, d time.Duration, now time.Time) time.Duration {
+// start, within [0, d] even for a now before start.
+func (b *circuit) untilLocked(start time.Time, d time.Duration, now time.Time) time.Duration {
 	left := start.Add(d).Sub(now)
 	return min(max(left, 0), d)
 }
 
-// unlockAndNotify notes the visible state, releases b.mu and then calls the
-// hook if the state changed, so that the hook runs outside the lock.
-func (b *Breaker) unlockAndNotify(now time.Time) {
-	ch, fire := b.noteLocked(now)
+// unlockAndNotify notes the state, releases b.mu and then calls the hook if
+// the state changed, so that the hook runs outside the lock. now may be
+// zero on paths that did not need the clock; it is read only when there is
+// a change.
+func (b *circuit) unlockAndNotify(now time.Time) {
+	if b.owner != nil {
+		b.publishKeyLocked()
+	}
+	var ev Event
+	var hook func(Event)
+	if b.state != b.reported {
+		ev = b.eventLocked(b.clockLocked(now))
+		b.reported = b.state
+		hook = b.hook
+	}
 	b.mu.Unlock()
-	if fire {
-		b.hook(ch)
+	if hook != nil {
+		hook(ev)
 	}
 }
 
-// noteLocked records the visible state and reports whether the hook must be
-// called with the returned change. now may be zero on paths that did not
-// need the clock; it is read only when there is a change.
-func (b *Breaker) noteLocked(now time.Time) (Change, bool) {
-	var st State
-	if b.gs == gobreaker.StateClosed && !b.restored {
-		st = Closed
-		if b.failures >= b.p.DegradedAt {
-			st = Degraded
-		}
-	} else {
-		if now.IsZero() {
-			now = time.Now()
-		}
-		st, _ = b.stateLocked(now)
+// eventLocked describes the change from the reported state to the current
+// one at now.
+func (b *circuit) eventLocked(now time.Time) Event {
+	ev := Event{Provider: b.name, From: b.reported, To: b.state, At: now, Failures: b.failures,
+		OpenCycles: b.cycles, Kind: b.kind, LastFailure: b.lastFailure}
+	if b.state == Open {
+		ev.Until = b.openedAt.Add(b.openFor)
 	}
-	if st == b.reported {
-		return Change{}, false
-	}
-	if now.IsZero() {
-		now = time.Now()
-	}
-	ch := Change{Provider: b.name, From: b.reported, To: st, At: now}
-	b.reported = st
-	return ch, b.hook != nil
+	return ev
 }
 
-// State returns the breaker's state and how long until it admits a request
-// (zero when it admits one now; for a half-open breaker whose probe is out,
-// the time until the probe slot is re-issued). It changes nothing but the
-// lazy refreshes every call makes, and it does not allocate.
-func (b *Breaker) State() (State, time.Duration) {
+// removed tells the hook that a Set has dropped the breaker, at now. The
+// breaker stays silent afterwards: requests admitted before may still
+// report to it, but the hook hears only of the breaker the Set creates
+// next for the provider.
+func (b *circuit) removed(now time.Time) {
 	b.mu.Lock()
-	if b.gs == gobreaker.StateClosed && b.p.Window == 0 && !b.restored && b.reported < Open {
-		// Nothing in a closed breaker without a window depends on time.
-		st := Closed
-		if b.failures >= b.p.DegradedAt {
-			st = Degraded
-		}
-		if st == b.reported {
-			b.mu.Unlock()
-			return st, 0
-		}
+	hook := b.hook
+	b.hook = nil
+	ev := b.eventLocked(b.clockLocked(now))
+	ev.To, ev.Until, ev.Removed = Closed, time.Time{}, true
+	b.mu.Unlock()
+	if hook != nil {
+		hook(ev)
 	}
-	now := time.Now()
+}
+
+// StateAt is [Set.StateAt] for this breaker.
+func (b *circuit) StateAt(now time.Time) (State, time.Duration) {
+	b.mu.Lock()
+	if b.state.admits() && b.p.Window == 0 && b.state == b.reported {
+		// Nothing in a closed breaker without a window depends on time.
+		st := b.state
+		b.mu.Unlock()
+		return st, 0
+	}
+	now = b.clockLocked(now)
 	b.refreshLocked(now)
 	st, retry := b.stateLocked(now)
 	b.unlockAndNotify(now)
 	return st, retry
 }
 
-// Status is a breaker's state as plain data, for health and admin APIs.
-type Status struct {
-	Provider string `json:"provider"`
-	State    State  `json:"state"`
-	// Failures is the leaky failure count.
-	Failures int `json:"failures"`
-	// LastFailure is the time of the last counted failure; zero if none.
-	LastFailure time.Time `json:"lastFailure"`
-	// RetryAfter is the time until the breaker admits a request.
-	RetryAfter time.Duration `json:"retryAfter"`
-	// OpenCycles is the number of failed probes in a row.
-	OpenCycles int `json:"openCycles"`
-	// ProbeInFlight reports a half-open probe that has not reported yet.
-	ProbeInFlight bool `json:"probeInFlight"`
-}
-
-// Status returns the breaker's state as plain data.
-func (b *Breaker) Status() Status {
-	now := time.Now()
-	b.mu.Lock()
-	b.refreshLocked(now)
-	st, retry := b.stateLocked(now)
-	s := Status{
-		Provider:      b.name,
-		State:         st,
-		Failures:      b.failures,
-		LastFailure:   b.lastFailure,
-		RetryAfter:    retry,
-		OpenCycles:    b.cycles,
-		ProbeInFlight: b.probeDone != nil,
-	}
-	b.unlockAndNotify(now)
-	return s
-}
-
-// Reset closes the breaker and clears its count, cycles and failure time.
-// Results of requests admitted before the reset are ignored.
-func (b *Breaker) Reset() {
+// ResetAt closes the breaker and clears its count, cycles and failure time;
+// now is the time the hook's [Event] carries (zero: time.Now()). Results
+// of requests admitted before the reset are ignored.
+func (b *circuit) ResetAt(now time.Time) {
 	b.mu.Lock()
 	b.resetLocked()
-	b.unlockAndNotify(time.Now())
+	b.unlockAndNotify(now)
 }
 
-func (b *Breaker) resetLocked() {
-	b.cb = b.newMachine()
+func (b *circuit) resetLocked() {
+	if b.cbOpen {
+		b.cb = b.newMachine()
+	}
+	b.state = Closed
 	b.gen++
 	b.failures, b.times, b.cycles = 0, nil, 0
-	b.kind, b.kindCounts = KindNone, [NumKinds]int{}
+	b.kind, b.kindCounts = KindNone, [numKinds]int{}
 	b.lastFailure, b.openedAt, b.openFor = time.Time{}, time.Time{}, 0
-	b.probeDone, b.probeStart = nil, time.Time{}
-	b.restored, b.conns, b.netAt = false, nil, time.Time{}
+	b.probe, b.probeStart = false, time.Time{}
+	b.conns, b.netAt = nil, time.Time{}
+}
+
+// evictKeyLocked returns the breaker's eviction rank, 0 when idle, 1 when
+// closed (or degraded) with counted failures, 2 when open or half-open, and
+// its last failure: a Set drops the breaker with the least (rank, last
+// failure) first.
+func (b *circuit) evictKeyLocked() (rank int, last time.Time) {
+	switch {
+	case b.idleLocked():
+		return 0, b.lastFailure
+	case b.state.admits():
+		return 1, b.lastFailure
+	}
+	return 2, b.lastFailure
+}
+
+// publishKeyLocked tells the owner, when the eviction key has changed since
+// it last heard, that the breaker needs re-ordering. It takes the owner's
+// small list lock, never its main lock, so it is safe under b.mu.
+func (b *circuit) publishKeyLocked() {
+	rank, last := b.evictKeyLocked()
+	if rank == b.evRank && last == b.evLast {
+		return
+	}
+	b.evRank, b.evLast = rank, last
+	if !b.queued {
+		b.queued = true
+		b.owner.changed(b)
+	}
 }
 
 // idleLocked reports whether the breaker holds nothing worth keeping: closed,
-// no counted failure, no probe.
-func (b *Breaker) idleLocked() bool {
-	return b.gs == gobreaker.StateClosed && !b.restored && b.failures == 0
-}
-
-// isClosedLocked reports whether the breaker is closed (Closed or
-// Degraded).
-func (b *Breaker) isClosedLocked() bool { return b.gs == gobreaker.StateClosed && !b.restored }
+// no counted failure.
+func (b *circuit) idleLocked() bool { return b.state == Closed && b.failures == 0 }

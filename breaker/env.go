@@ -1,155 +1,133 @@
 package breaker
 
 import (
-	"errors"
-	"math"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/routeguard/routeguard"
+	"github.com/routeguard/routeguard/internal/config"
 )
 
 // envClasses names each class in environment variable names.
 var envClasses = [...]struct {
-	class Class
+	class routeguard.Class
 	name  string
-}{{OAuth, "OAUTH"}, {APIKey, "API_KEY"}, {Local, "LOCAL"}}
+}{{routeguard.OAuth, "OAUTH"}, {routeguard.APIKey, "API_KEY"}, {routeguard.Local, "LOCAL"}}
+
+// newEnv returns the reader of lookup, whose refusals are [*Error]s with
+// code [CodeInvalidConfig] naming the variable.
+func newEnv(lookup func(string) (string, bool)) *config.Env {
+	return &config.Env{Lookup: lookup, Refuse: func(name, value string, reason error) error {
+		return configError(name, value, reason.Error())
+	}}
+}
 
 // FromEnv reads breaker settings from environment variables through lookup
 // (pass [os.LookupEnv] for the process environment). For each class CLASS
 // in OAUTH, API_KEY and LOCAL it reads
 //
-//	OMNIROUTE_CIRCUIT_BREAKER_<CLASS>_THRESHOLD              → OpenAt
-//	OMNIROUTE_CIRCUIT_BREAKER_<CLASS>_RESET_MS               → Reset
-//	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_DEGRADATION_THRESHOLD → DegradedAt
-//	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_MAX_BACKOFF_MULTIPLIER → MaxMultiplier
+//	OMNIROUTE_CIRCUIT_BREAKER_<CLASS>_THRESHOLD                → OpenAt
+//	OMNIROUTE_CIRCUIT_BREAKER_<CLASS>_RESET_MS                 → Reset
+//	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_DEGRADATION_THRESHOLD   → DegradedAt
+//	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_MAX_BACKOFF_MULTIPLIER  → MaxMultiplier
 //	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_BACKOFF_ESCALATION_COUNT → EscalationCount
 //
-// An unset or blank variable keeps the default (a zero field). Otherwise the
-// value must be a finite number ≥ 0: fractions of counts round up, and zero
-// stands for the field's smallest allowed value. A bad value keeps the
-// default and is reported in the returned error (every bad variable, joined;
-// each a [*SettingsError]). The result is not normalized.
-func FromEnv(lookup func(string) (string, bool)) (Settings, error) {
-	var s Settings
-	var errs []error
+// into the class's profile of the returned Config; nothing else is set. An
+// unset or blank variable leaves its field zero (the default). Otherwise a
+// count must be a whole number ≥ 0 and a _MS value a whole number of
+// milliseconds ≥ 0 (trimmed); zero stands for the field's smallest allowed
+// value (a count of 1, a reset of 1 s). A bad value leaves its field zero
+// and is reported in the returned error: every bad variable, joined, each
+// an [*Error] with code [CodeInvalidConfig] whose Field is the variable.
+// The result is not normalized; merge it into your own Config if you wish.
+// A nil lookup reads nothing.
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	var c Config
+	if lookup == nil {
+		return c, nil
+	}
+	e := newEnv(lookup)
 	for _, ec := range envClasses {
-		p := s.profile(ec.class)
+		p := c.profile(ec.class)
 		cb := "OMNIROUTE_CIRCUIT_BREAKER_" + ec.name + "_"
 		pb := "OMNIROUTE_PROVIDER_BREAKER_" + ec.name + "_"
-		errs = envCount(lookup, cb+"THRESHOLD", &p.OpenAt, errs)
-		errs = envMillis(lookup, cb+"RESET_MS", &p.Reset, minReset, errs)
-		errs = envCount(lookup, pb+"DEGRADATION_THRESHOLD", &p.DegradedAt, errs)
-		errs = envCount(lookup, pb+"MAX_BACKOFF_MULTIPLIER", &p.MaxMultiplier, errs)
-		errs = envCount(lookup, pb+"BACKOFF_ESCALATION_COUNT", &p.EscalationCount, errs)
+		envCount(e, cb+"THRESHOLD", &p.OpenAt)
+		envMillis(e, cb+"RESET_MS", &p.Reset, minReset)
+		envCount(e, pb+"DEGRADATION_THRESHOLD", &p.DegradedAt)
+		envCount(e, pb+"MAX_BACKOFF_MULTIPLIER", &p.MaxMultiplier)
+		envCount(e, pb+"BACKOFF_ESCALATION_COUNT", &p.EscalationCount)
 	}
-	return s, errors.Join(errs...)
-}
-
-func (s *Settings) profile(c Class) *Profile {
-	switch c {
-	case OAuth:
-		return &s.OAuth
-	case Local:
-		return &s.Local
-	}
-	return &s.APIKey
-}
-
-func (s *GateSettings) window(c Class) *WindowProfile {
-	switch c {
-	case OAuth:
-		return &s.OAuth
-	case Local:
-		return &s.Local
-	}
-	return &s.APIKey
+	return c, e.Err()
 }
 
 // GateFromEnv reads window-gate settings through lookup:
 //
-//	PROVIDER_COOLDOWN_ENABLED  → Enabled: "true", "1" or "on" (trimmed, any case); anything else is off
-//	PROVIDER_COOLDOWN_MIN_MS   → MinRetryCooldown
-//	PROVIDER_COOLDOWN_MAX_MS   → MaxRetryCooldown
+//	PROVIDER_COOLDOWN_ENABLED                           → Enabled
+//	PROVIDER_COOLDOWN_MIN_MS                            → MinRetry
+//	PROVIDER_COOLDOWN_MAX_MS                            → MaxRetry
 //	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_FAILURE_THRESHOLD → Threshold
 //	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_FAILURE_WINDOW_MS → Window
 //	OMNIROUTE_PROVIDER_BREAKER_<CLASS>_COOLDOWN_MS       → Cooldown
 //
-// with CLASS in OAUTH, API_KEY and LOCAL, and the number rules of [FromEnv].
-// The result is not normalized.
-func GateFromEnv(lookup func(string) (string, bool)) (GateSettings, error) {
-	var s GateSettings
-	var errs []error
-	if v, ok := lookup("PROVIDER_COOLDOWN_ENABLED"); ok {
-		s.Enabled = ParseSwitch(v)
+// with CLASS in OAUTH, API_KEY and LOCAL, and the number rules of
+// [FromEnv], except for PROVIDER_COOLDOWN_MIN_MS: 0 is kept as 0 (no
+// connection cooldown), so that variable sets MinRetry to a pointer to its
+// value. PROVIDER_COOLDOWN_ENABLED is a switch: 1, true, yes or on turn the
+// gate on and 0, false, no or off leave it off (trimmed, any case); any
+// other value leaves it off and is reported. The result is not normalized
+// (Normalize clamps MinRetry to [0, 1 h]). A nil lookup reads nothing.
+func GateFromEnv(lookup func(string) (string, bool)) (GateConfig, error) {
+	var c GateConfig
+	if lookup == nil {
+		return c, nil
 	}
-	errs = envMillis(lookup, "PROVIDER_COOLDOWN_MIN_MS", &s.MinRetryCooldown, minMinRetry, errs)
-	errs = envMillis(lookup, "PROVIDER_COOLDOWN_MAX_MS", &s.MaxRetryCooldown, minMinRetry, errs)
+	e := newEnv(lookup)
+	e.Switch("PROVIDER_COOLDOWN_ENABLED", &c.Enabled)
+	e.MillisOpt("PROVIDER_COOLDOWN_MIN_MS", &c.MinRetry)
+	envMillis(e, "PROVIDER_COOLDOWN_MAX_MS", &c.MaxRetry, minMaxRetry)
 	for _, ec := range envClasses {
-		w := s.window(ec.class)
+		w := c.windowOf(ec.class)
 		pb := "OMNIROUTE_PROVIDER_BREAKER_" + ec.name + "_"
-		errs = envCount(lookup, pb+"FAILURE_THRESHOLD", &w.Threshold, errs)
-		errs = envMillis(lookup, pb+"FAILURE_WINDOW_MS", &w.Window, time.Second, errs)
-		errs = envMillis(lookup, pb+"COOLDOWN_MS", &w.Cooldown, time.Second, errs)
+		envCount(e, pb+"FAILURE_THRESHOLD", &w.Threshold)
+		envMillis(e, pb+"FAILURE_WINDOW_MS", &w.Window, time.Second)
+		envMillis(e, pb+"COOLDOWN_MS", &w.Cooldown, time.Second)
 	}
-	return s, errors.Join(errs...)
+	return c, e.Err()
 }
 
-// ParseSwitch reports whether v, trimmed and lower-cased, is "true", "1" or
-// "on".
-func ParseSwitch(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true", "1", "on":
-		return true
+func (c *Config) profile(cl routeguard.Class) *Profile {
+	switch cl {
+	case routeguard.OAuth:
+		return &c.OAuth
+	case routeguard.Local:
+		return &c.Local
 	}
-	return false
+	return &c.APIKey
 }
 
-// ParseNumber parses an environment value: blank is unset (ok false, nil
-// error); otherwise a finite decimal number ≥ 0, or an error.
-func ParseNumber(v string) (n float64, ok bool, err error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false, nil
+func (c *GateConfig) windowOf(cl routeguard.Class) *WindowProfile {
+	switch cl {
+	case routeguard.OAuth:
+		return &c.OAuth
+	case routeguard.Local:
+		return &c.Local
 	}
-	f, perr := strconv.ParseFloat(v, 64)
-	switch {
-	case perr != nil:
-		return 0, false, errors.New("not a number")
-	case math.IsNaN(f) || math.IsInf(f, 0):
-		return 0, false, errors.New("not finite")
-	case f < 0:
-		return 0, false, errors.New("negative")
-	}
-	return f, true, nil
+	return &c.APIKey
 }
 
-func envCount(lookup func(string) (string, bool), name string, dst *int, errs []error) []error {
-	raw, ok := lookup(name)
-	if !ok {
-		return errs
+// envCount reads a count; 0 stands for the smallest count, 1.
+func envCount(e *config.Env, name string, dst *int) {
+	n := -1
+	e.Int(name, &n)
+	if n >= 0 {
+		*dst = max(n, 1)
 	}
-	f, ok, err := ParseNumber(raw)
-	if err != nil {
-		return append(errs, &SettingsError{Name: name, Value: raw, Reason: err.Error()})
-	}
-	if ok {
-		*dst = int(min(math.Max(math.Ceil(f), 1), 1e9))
-	}
-	return errs
 }
 
-func envMillis(lookup func(string) (string, bool), name string, dst *time.Duration, floor time.Duration, errs []error) []error {
-	raw, ok := lookup(name)
-	if !ok {
-		return errs
+// envMillis reads a duration in milliseconds, raised to floor.
+func envMillis(e *config.Env, name string, dst *time.Duration, floor time.Duration) {
+	d := time.Duration(-1)
+	e.Millis(name, &d)
+	if d >= 0 {
+		*dst = max(d, floor)
 	}
-	f, ok, err := ParseNumber(raw)
-	if err != nil {
-		return append(errs, &SettingsError{Name: name, Value: raw, Reason: err.Error()})
-	}
-	if ok {
-		ns := math.Min(f*float64(time.Millisecond), float64(100*365*24*time.Hour))
-		*dst = max(time.Duration(ns), floor)
-	}
-	return errs
 }

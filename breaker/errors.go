@@ -1,142 +1,124 @@
 package breaker
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 )
 
-// ErrOpen is matched (with [errors.Is]) by every refusal of a breaker: open,
-// or half-open with its probe already out. The refusal itself is an
-// [*OpenError].
-var ErrOpen = errors.New("breaker: circuit open")
+// The sentinels. Every error the package returns is an [*Error] whose
+// Unwrap gives one of them, so errors.Is matches the code without reading
+// it.
+var (
+	// ErrOpen is matched by every refusal of a breaker: open, or half-open
+	// with its probe already out. Code [CodeOpen].
+	ErrOpen = errors.New("breaker: circuit open")
+	// ErrInvalidConfig is matched by every refused setting: a malformed
+	// environment value (which keeps its default) or a pair that
+	// [GateConfig.Validate] refuses. Code [CodeInvalidConfig].
+	ErrInvalidConfig = errors.New("breaker: invalid config")
+	// ErrInvalidRecord is matched by every refused [Record] (restore) and
+	// every state or kind name that does not decode. Code
+	// [CodeInvalidRecord].
+	ErrInvalidRecord = errors.New("breaker: invalid record")
+)
 
-// OpenCode is the stable code string of a breaker refusal.
-const OpenCode = "provider_circuit_open"
+// The codes of [Error.Code].
+const (
+	// CodeOpen is a breaker's refusal; HTTP 503.
+	CodeOpen = "provider_circuit_open"
+	// CodeInvalidConfig is a refused setting; HTTP 400.
+	CodeInvalidConfig = "invalid_config"
+	// CodeInvalidRecord is a refused record, state name or kind name; HTTP
+	// 400.
+	CodeInvalidRecord = "invalid_record"
+)
 
-// OpenError is a breaker's refusal. It matches [ErrOpen].
-type OpenError struct {
+// Error is a refusal or failure of this package, with the contract's code
+// and HTTP status. Match it with [errors.As]; its Unwrap gives the code's
+// sentinel ([ErrOpen], [ErrInvalidConfig] or [ErrInvalidRecord]), so
+// [errors.Is] matches too.
+//
+// A refusal ([CodeOpen]) fills Provider, State, RetryAfter and Kind. A
+// refused setting ([CodeInvalidConfig]) fills Field (the environment
+// variable or field name), Value and Reason. A refused record
+// ([CodeInvalidRecord]) fills Provider (when the record names one), Value
+// (for a state or kind name) and Reason.
+type Error struct {
+	// Code is one of the CodeX constants.
+	Code string
+	// Status is the HTTP status the contract gives the code: 503 for
+	// CodeOpen, 400 for the others.
+	Status int
 	// Provider is the breaker's name.
 	Provider string
-	// State is Open, or HalfOpen when the probe slot is taken.
+	// State is Open, or HalfOpen when the probe slot is taken (CodeOpen).
 	State State
-	// RetryAfter is how long until the breaker will admit a probe; never
-	// negative.
+	// RetryAfter is how long until the breaker admits a probe; never
+	// negative (CodeOpen).
 	RetryAfter time.Duration
 	// Kind is the kind of the breaker's last counted failure; KindNone when
-	// the failure had no kind.
+	// the failure had no kind (CodeOpen).
 	Kind Kind
-}
-
-// Error returns a message naming the provider and the wait.
-func (e *OpenError) Error() string {
-	return "breaker: provider " + strconv.Quote(e.Provider) + " circuit " + e.State.String() +
-		", retry after " + e.RetryAfter.String()
-}
-
-// Is reports whether target is [ErrOpen].
-func (e *OpenError) Is(target error) bool { return target == ErrOpen }
-
-// Code returns [OpenCode].
-func (e *OpenError) Code() string { return OpenCode }
-
-// HTTPStatus returns 503 (Service Unavailable), the status a gateway answers
-// with when a provider's breaker refuses.
-func (e *OpenError) HTTPStatus() int { return http.StatusServiceUnavailable }
-
-// RetryAfterSeconds returns the value of a Retry-After header for this
-// refusal: RetryAfter rounded up to whole seconds, at least 1.
-func (e *OpenError) RetryAfterSeconds() int {
-	return RetryAfterSeconds(e.RetryAfter)
-}
-
-// HeaderProviderBreaker names the header that marks a breaker refusal's
-// answer; its value is "open".
-const HeaderProviderBreaker = "X-OmniRoute-Provider-Breaker"
-
-// SetHeaders sets the headers of the refusal's answer on h: Retry-After
-// ([OpenError.RetryAfterSeconds]) and [HeaderProviderBreaker] "open".
-func (e *OpenError) SetHeaders(h http.Header) {
-	h.Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds()))
-	h.Set(HeaderProviderBreaker, "open")
-}
-
-// openBody is the JSON answer to a request a breaker refused.
-type openBody struct {
-	Error struct {
-		Message     string `json:"message"`
-		Type        string `json:"type"`
-		Code        string `json:"code"`
-		Provider    string `json:"provider"`
-		RetryAfter  int    `json:"retry_after"`
-		FailureKind string `json:"failure_kind,omitempty"`
-	} `json:"error"`
-}
-
-// Body returns the JSON body of the refusal's answer:
-//
-//	{"error":{"message":"Provider <p> circuit breaker is open","type":"server_error",
-//	  "code":"provider_circuit_open","provider":"<p>","retry_after":S,"failure_kind":"<kind>"}}
-//
-// where S is [OpenError.RetryAfterSeconds] and failure_kind is left out
-// when Kind is KindNone.
-func (e *OpenError) Body() []byte {
-	var b openBody
-	b.Error.Message = "Provider " + e.Provider + " circuit breaker is open"
-	b.Error.Type = "server_error"
-	b.Error.Code = OpenCode
-	b.Error.Provider = e.Provider
-	b.Error.RetryAfter = e.RetryAfterSeconds()
-	if e.Kind != KindNone && int(e.Kind) < NumKinds {
-		b.Error.FailureKind = e.Kind.String()
-	}
-	out, _ := json.Marshal(b) // strings and ints only: never fails
-	return out
-}
-
-// WriteHTTP answers w with the refusal: status 503, the headers of
-// [OpenError.SetHeaders], Content-Type application/json and
-// [OpenError.Body].
-func (e *OpenError) WriteHTTP(w http.ResponseWriter) {
-	e.SetHeaders(w.Header())
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.HTTPStatus())
-	_, _ = w.Write(e.Body())
-}
-
-// RetryAfterSeconds rounds d up to whole seconds, with a minimum of 1: the
-// value of a Retry-After header.
-func RetryAfterSeconds(d time.Duration) int {
-	s := int((d + time.Second - 1) / time.Second)
-	return max(s, 1)
-}
-
-// ErrInvalidSettings is matched by every [*SettingsError].
-var ErrInvalidSettings = errors.New("breaker: invalid settings")
-
-// SettingsError reports a rejected setting: a malformed environment value
-// (which keeps its default) or an inconsistent pair that Validate refuses.
-type SettingsError struct {
-	// Name is the environment variable or field name.
-	Name string
-	// Value is the rejected input.
+	// Field names the refused setting: the environment variable or the
+	// field (CodeInvalidConfig).
+	Field string
+	// Value is the refused input.
 	Value string
 	// Reason says what is wrong.
 	Reason string
 }
 
-// Error returns "breaker: <name>=<value>: <reason>".
-func (e *SettingsError) Error() string {
-	return "breaker: " + e.Name + "=" + strconv.Quote(e.Value) + ": " + e.Reason
+// Error returns "breaker: <code>: <detail>".
+func (e *Error) Error() string {
+	msg := "breaker: " + e.Code + ": "
+	switch e.Code {
+	case CodeOpen:
+		return msg + "provider " + strconv.Quote(e.Provider) + " circuit " + e.State.String() +
+			", retry after " + e.RetryAfter.String()
+	case CodeInvalidConfig:
+		return msg + e.Field + "=" + strconv.Quote(e.Value) + ": " + e.Reason
+	case CodeInvalidRecord:
+		if e.Value != "" {
+			return msg + strconv.Quote(e.Value) + ": " + e.Reason
+		}
+		return msg + "record " + strconv.Quote(e.Provider) + ": " + e.Reason
+	}
+	return msg + e.Reason
 }
 
-// Is reports whether target is [ErrInvalidSettings].
-func (e *SettingsError) Is(target error) bool { return target == ErrInvalidSettings }
+// Unwrap returns the sentinel of e.Code: [ErrOpen], [ErrInvalidConfig] or
+// [ErrInvalidRecord]; nil for a code the package does not give.
+func (e *Error) Unwrap() error {
+	switch e.Code {
+	case CodeOpen:
+		return ErrOpen
+	case CodeInvalidConfig:
+		return ErrInvalidConfig
+	case CodeInvalidRecord:
+		return ErrInvalidRecord
+	}
+	return nil
+}
 
-// Code returns "invalid_settings".
-func (e *SettingsError) Code() string { return "invalid_settings" }
+// openError is a refusal of the breaker provider.
+func openError(provider string, st State, retry time.Duration, k Kind) *Error {
+	return &Error{Code: CodeOpen, Status: http.StatusServiceUnavailable, Provider: provider,
+		State: st, RetryAfter: retry, Kind: k}
+}
 
-// HTTPStatus returns 400 (Bad Request).
-func (e *SettingsError) HTTPStatus() int { return http.StatusBadRequest }
+// configError is a refused setting.
+func configError(field, value, reason string) *Error {
+	return &Error{Code: CodeInvalidConfig, Status: http.StatusBadRequest, Field: field, Value: value, Reason: reason}
+}
+
+// recordError is a refused record of provider.
+func recordError(provider, reason string) *Error {
+	return &Error{Code: CodeInvalidRecord, Status: http.StatusBadRequest, Provider: provider, Reason: reason}
+}
+
+// nameError is a state or kind name that does not decode.
+func nameError(value, reason string) *Error {
+	return &Error{Code: CodeInvalidRecord, Status: http.StatusBadRequest, Value: value, Reason: reason}
+}

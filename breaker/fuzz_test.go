@@ -5,9 +5,12 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/routeguard/routeguard/internal/config"
 )
 
 // FuzzBreaker drives a breaker with a random sequence of asks, reports,
@@ -24,7 +27,7 @@ func FuzzBreaker(f *testing.F) {
 			p.Hints = true
 			p.Kinds[KindQuotaExhausted].Cooldown = 3 * time.Second
 			p.Kinds[KindRateLimit].OpenAt = 2
-			p = p.Normalize()
+			p = p.normalize()
 			if len(ops) > 0 && ops[0]%2 == 1 {
 				p.Window = 0
 			}
@@ -39,7 +42,7 @@ func FuzzBreaker(f *testing.F) {
 						if done != nil {
 							t.Fatal("refusal with a done func")
 						}
-						if st.Admits() {
+						if st.admits() {
 							t.Fatalf("refused while %v", st)
 						}
 					} else {
@@ -60,7 +63,7 @@ func FuzzBreaker(f *testing.F) {
 				case 7: // advance by whole reset times
 					time.Sleep(time.Duration(op>>3) * p.Reset)
 				case 8, 9: // a direct failure with a kind, a connection, maybe a network error
-					b.Report(Report{Outcome: Failure, Kind: Kind(op >> 4 % NumKinds),
+					b.Report(Report{Outcome: Failure, Kind: Kind(op >> 4 % numKinds),
 						Conn: string(rune('a' + op>>6)), Network: op&16 != 0})
 				case 10: // a direct success
 					b.Report(Report{Outcome: Success, Conn: string(rune('a' + op>>6))})
@@ -68,24 +71,8 @@ func FuzzBreaker(f *testing.F) {
 					if done, err := b.AllowReport(); err == nil {
 						done(Report{Outcome: Outcome(op >> 4 % 3), Kind: Kind(op >> 6), Conn: "a"})
 					}
-				case 12, 13: // export and restore: the state survives
-					before, wait := b.State()
-					probe := b.Status().ProbeInFlight
-					rec := b.Export()
-					if err := b.Restore(rec); err != nil {
-						t.Fatalf("restore of an export: %v", err)
-					}
-					after, wait2 := b.State()
-					if probe {
-						wait = 0 // the restored probe slot is free
-					}
-					if after != before || wait2 != wait {
-						t.Fatalf("restore: %v %v → %v %v (%+v)", before, wait, after, wait2, rec)
-					}
-					if again := b.Export(); again.Failures != rec.Failures || again.OpenCycles != rec.OpenCycles ||
-						again.LastKind != rec.LastKind || again.State != rec.State {
-						t.Fatalf("export after restore: %+v, want %+v", again, rec)
-					}
+				case 12, 13: // export and restore: the record and the state survive
+					roundTrip(t, b)
 				default: // advance by a kind cooldown
 					time.Sleep(3 * time.Second)
 				}
@@ -102,14 +89,17 @@ func checkInvariants(t *testing.T, b *Breaker, p Profile) {
 	if st > HalfOpen {
 		t.Fatalf("state %d", st)
 	}
-	if wait < 0 || wait > p.MaxOpenDuration() {
-		t.Fatalf("wait %v outside [0, %v]", wait, p.MaxOpenDuration())
+	if wait < 0 || wait > p.maxOpenDuration() {
+		t.Fatalf("wait %v outside [0, %v]", wait, p.maxOpenDuration())
 	}
-	if st.Admits() && wait != 0 {
+	if st.admits() && wait != 0 {
 		t.Fatalf("%v with wait %v", st, wait)
 	}
 	if st == Degraded && (s.Failures < p.DegradedAt || s.Failures >= p.OpenAt) {
 		t.Fatalf("degraded with %d failures", s.Failures)
+	}
+	if st == Closed && s.Failures > p.DegradedAt {
+		t.Fatalf("closed with %d failures, above the degraded level %d", s.Failures, p.DegradedAt)
 	}
 	if s.Failures < 0 || s.Failures > p.OpenAt {
 		t.Fatalf("failures %d", s.Failures)
@@ -121,8 +111,10 @@ func checkInvariants(t *testing.T, b *Breaker, p Profile) {
 
 // FuzzRestore decodes arbitrary JSON as a Record and restores it: decoding
 // and restoring never panic, a refused record changes nothing, and an
-// accepted one leaves the breaker inside its invariants, exporting what it
-// restores to.
+// accepted one leaves the breaker inside its invariants. Save and restore
+// round-trip: after the first restore and after every later step, Export →
+// Restore → Export gives the same record (also through JSON) and keeps the
+// state and its wait.
 func FuzzRestore(f *testing.F) {
 	for _, s := range []string{
 		`{"provider":"p","state":"OPEN","failures":8,"lastFailure":"2000-01-01T00:00:00Z","openCycles":2}`,
@@ -142,7 +134,7 @@ func FuzzRestore(f *testing.F) {
 			return
 		}
 		synctest.Test(t, func(t *testing.T) {
-			p := Profile{OpenAt: 3, Reset: time.Second, MaxMultiplier: 4, EscalationCount: 1, Hints: true}.Normalize()
+			p := Profile{OpenAt: 3, Reset: time.Second, MaxMultiplier: 4, EscalationCount: 1, Hints: true}.normalize()
 			b := New("p", p, nil)
 			b.Report(Report{Outcome: Failure})
 			if err := b.Restore(r); err != nil {
@@ -155,28 +147,66 @@ func FuzzRestore(f *testing.F) {
 				return
 			}
 			checkInvariants(t, b, p)
-			rec := b.Export()
+			rec := roundTrip(t, b)
 			if rec.State != HalfOpen && rec.State != Open && rec.OpenCycles != 0 {
 				t.Fatalf("closed with cycles: %+v", rec)
 			}
 			if rec.LastFailure.After(time.Now()) || rec.OpenedAt.After(time.Now()) {
 				t.Fatalf("a time in the future: %+v", rec)
 			}
-			if err := b.Restore(rec); err != nil {
-				t.Fatal(err)
-			}
-			if again := b.Export(); !reflect.DeepEqual(again, rec) {
-				t.Fatalf("export after restore: %+v, want %+v", again, rec)
-			}
-			for range 4 {
+			for i := range 6 {
 				if done, err := b.Allow(); err == nil {
-					done(Failure)
+					done(Outcome(i % 3))
 				}
-				time.Sleep(time.Second)
+				roundTrip(t, b)
+				time.Sleep(time.Duration(i) * 700 * time.Millisecond)
 				checkInvariants(t, b, p)
+				roundTrip(t, b)
 			}
 		})
 	})
+}
+
+// roundTrip exports b, restores the record and exports again: the two
+// records must be the same, the state and its wait unchanged (a probe in
+// flight is not saved, so its slot comes back free and the second record
+// has no probe and no wait), and a restore from the record's JSON must
+// export the same record too. It returns the record as restored.
+func roundTrip(t *testing.T, b *Breaker) Record {
+	t.Helper()
+	before, wait := b.State()
+	if b.Status().ProbeInFlight {
+		wait = 0
+	}
+	rec := b.Export()
+	if err := b.Restore(rec); err != nil {
+		t.Fatalf("restore of an export: %v", err)
+	}
+	if rec.ProbeInFlight {
+		// Not saved: the restored breaker has its probe slot free.
+		rec.ProbeInFlight, rec.RetryAfter = false, 0
+	}
+	if again := b.Export(); !reflect.DeepEqual(again, rec) {
+		t.Fatalf("export after restore: %+v, want %+v", again, rec)
+	}
+	if after, wait2 := b.State(); after != before || wait2 != wait {
+		t.Fatalf("restore: %v %v → %v %v (%+v)", before, wait, after, wait2, rec)
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatalf("marshal %+v: %v", rec, err)
+	}
+	var back Record
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatalf("unmarshal %s: %v", raw, err)
+	}
+	if err := b.Restore(back); err != nil {
+		t.Fatalf("restore of %s: %v", raw, err)
+	}
+	if again := b.Export(); !sameRecord(again, rec) {
+		t.Fatalf("export after a JSON round trip: %+v, want %+v", again, rec)
+	}
+	return rec
 }
 
 // FuzzNormalize checks that normalized settings are inside their ranges and
@@ -193,14 +223,22 @@ func FuzzNormalize(f *testing.F) {
 		p.Kinds[KindRateLimit] = KindPolicy{Cooldown: time.Duration(minRetry), OpenAt: int(esc)}
 		p.Kinds[KindNone] = KindPolicy{Cooldown: time.Duration(reset), OpenAt: int(open)}
 		p.ConnDedup, p.NetworkDedup, p.MaxConns = time.Duration(minRetry), time.Duration(reset), int(mult)
-		for _, n := range []Profile{p.Normalize(), Settings{OAuth: p}.Normalize().OAuth, Settings{Local: p}.Normalize().Local} {
+		cfg := Config{OAuth: p, Local: p, Profiles: map[string]Profile{"x": p}}
+		cn := cfg.Normalize()
+		if cfg.OAuth != p || cfg.Profiles["x"] != p {
+			t.Fatalf("Normalize changed its receiver")
+		}
+		if cn.Normalize().OAuth != cn.OAuth || cn.Normalize().Profiles["x"] != cn.Profiles["x"] {
+			t.Fatalf("config not idempotent: %+v", cn)
+		}
+		for _, n := range []Profile{p.normalize(), cn.OAuth, cn.Local, cn.Profiles["x"]} {
 			if n.OpenAt < 1 || n.OpenAt > 1000 || n.DegradedAt < 1 || (n.OpenAt > 1 && n.DegradedAt >= n.OpenAt) ||
 				n.Reset < time.Second || n.Reset > 24*time.Hour || n.MaxMultiplier < 1 || n.MaxMultiplier > 1024 ||
 				n.EscalationCount < 1 || n.EscalationCount > 100 || n.Window < 0 || n.Window > 720*time.Hour ||
 				(n.Window > 0 && n.Window < time.Second) {
 				t.Fatalf("out of range: %+v from %+v", n, p)
 			}
-			if n.Normalize() != n {
+			if n.normalize() != n {
 				t.Fatalf("not idempotent: %+v", n)
 			}
 			if n.Kinds[KindNone] != (KindPolicy{}) || n.ConnDedup < 0 || n.ConnDedup > time.Hour ||
@@ -212,28 +250,40 @@ func FuzzNormalize(f *testing.F) {
 					t.Fatalf("kind %v out of range: %+v", Kind(k), kp)
 				}
 				for _, c := range []int{0, int(esc), 200} {
-					if d := n.OpenDurationFor(Kind(k), c); d < n.Reset || d > n.MaxOpenDuration() {
+					if d := n.openDurationFor(Kind(k), c); d < n.Reset || d > n.maxOpenDuration() {
 						t.Fatalf("OpenDurationFor(%v, %d) = %v", Kind(k), c, d)
 					}
 				}
 			}
-			if d := n.OpenDuration(int(esc)); d < n.Reset || d > n.MaxOpenDuration() || n.MaxOpenDuration() <= 0 {
+			if d := n.openDuration(int(esc)); d < n.Reset || d > n.maxOpenDuration() || n.maxOpenDuration() <= 0 {
 				t.Fatalf("open duration %v", d)
 			}
 		}
-		g := GateSettings{MinRetryCooldown: time.Duration(minRetry), MaxRetryCooldown: time.Duration(window),
-			OAuth: WindowProfile{Threshold: int(open), Window: time.Duration(reset), Cooldown: time.Duration(window)}}.Normalize()
-		if g.MinRetryCooldown < time.Millisecond || g.MinRetryCooldown > time.Hour ||
-			g.MaxRetryCooldown < g.MinRetryCooldown || g.MaxRetryCooldown > 24*time.Hour ||
+		gs := GateConfig{MaxRetry: time.Duration(window), MaxEntries: int(esc),
+			OAuth: WindowProfile{Threshold: int(open), Window: time.Duration(reset), Cooldown: time.Duration(window)}}
+		if minRetry%2 == 0 {
+			gs.MinRetry = new(time.Duration(minRetry))
+		}
+		g := gs.Normalize()
+		if g.MinRetry == nil || *g.MinRetry < 0 || *g.MinRetry > time.Hour ||
+			g.MaxRetry < *g.MinRetry || g.MaxRetry > 24*time.Hour || g.MaxRetry < time.Millisecond ||
+			g.MaxEntries < 1 || g.MaxEntries > 1_000_000 ||
 			g.OAuth.Threshold < 1 || g.OAuth.Window < time.Second || g.OAuth.Cooldown < time.Second {
 			t.Fatalf("gate out of range: %+v", g)
 		}
-		if g.Normalize() != g {
-			t.Fatalf("gate not idempotent: %+v", g)
+		if gs.MinRetry != nil && *gs.MinRetry != time.Duration(minRetry) {
+			t.Fatalf("Normalize wrote through the caller's pointer")
 		}
-		gate := NewGate(GateConfig{Settings: g})
+		if gs.MinRetry != nil && minRetry >= 0 && minRetry <= int64(time.Hour) && *g.MinRetry != time.Duration(minRetry) {
+			t.Fatalf("MinRetry %v in range became %v", minRetry, *g.MinRetry)
+		}
+		if g2 := g.Normalize(); *g2.MinRetry != *g.MinRetry || g2.MaxRetry != g.MaxRetry || g2.OAuth != g.OAuth ||
+			g2.MaxEntries != g.MaxEntries || g2.MinRetry == g.MinRetry {
+			t.Fatalf("gate not idempotent (or sharing its pointer): %+v", g2)
+		}
+		gate := NewGate(g)
 		for n := range 10 {
-			if d := gate.ConnCooldown(n); d < 0 || d > g.MaxRetryCooldown {
+			if d := gate.ConnCooldown(n); d < 0 || d > g.MaxRetry {
 				t.Fatalf("ConnCooldown(%d) = %v", n, d)
 			}
 		}
@@ -241,31 +291,42 @@ func FuzzNormalize(f *testing.F) {
 }
 
 // FuzzFromEnv feeds arbitrary values to every variable; it must never
-// panic, and the result must normalize into range.
+// panic, a value is accepted exactly when internal/config accepts it, a
+// refused value changes nothing, and the result must normalize into range.
 func FuzzFromEnv(f *testing.F) {
-	for _, s := range []string{"", "12", " 90000 ", "6.2", "abc", "-1", "Inf", "NaN", "1e400", "0x10", "0", "true", " ON "} {
+	for _, s := range []string{"", "12", " 90000 ", "6.2", "abc", "-1", "Inf", "NaN", "1e400", "0x10", "0", "true", " ON ", "yes"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		lookup := func(string) (string, bool) { return v, true }
-		s, err := FromEnv(lookup)
-		n, ok, perr := ParseNumber(v)
-		if (err == nil) != (perr == nil) {
-			t.Fatalf("FromEnv error %v, ParseNumber error %v", err, perr)
+		blank := strings.TrimSpace(v) == ""
+		c, err := FromEnv(lookup)
+		_, perr := config.ParseInt(v)
+		if !blank && (err == nil) != (perr == nil) {
+			t.Fatalf("FromEnv error %v, ParseInt error %v", err, perr)
 		}
-		if ok && (n < 0 || math.IsNaN(n) || math.IsInf(n, 0)) {
-			t.Fatalf("ParseNumber(%q) = %v", v, n)
+		if blank && err != nil {
+			t.Fatalf("a blank value refused: %v", err)
 		}
-		if err != nil && s != (Settings{}) {
-			t.Fatalf("a bad value changed the settings: %+v", s)
+		if err != nil {
+			if c.OAuth != (Profile{}) || c.APIKey != (Profile{}) || c.Local != (Profile{}) {
+				t.Fatalf("a bad value changed the settings: %+v", c)
+			}
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("error %v does not match ErrInvalidConfig", err)
+			}
 		}
-		_ = s.Normalize()
+		_ = c.Normalize()
 		g, gerr := GateFromEnv(lookup)
-		if (gerr == nil) != (perr == nil) {
-			t.Fatalf("GateFromEnv error %v", gerr)
+		on, serr := config.ParseSwitch(v)
+		if !blank && gerr == nil && (perr != nil || serr != nil) {
+			t.Fatalf("GateFromEnv accepted %q", v)
 		}
-		if g.Enabled != ParseSwitch(v) {
+		if !blank && serr == nil && g.Enabled != on {
 			t.Fatalf("Enabled = %v for %q", g.Enabled, v)
+		}
+		if serr != nil && g.Enabled {
+			t.Fatalf("a bad switch %q turned the gate on", v)
 		}
 		_ = g.Normalize()
 	})

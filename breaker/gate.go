@@ -6,37 +6,42 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/routeguard/routeguard"
+	"github.com/routeguard/routeguard/internal/config"
 )
 
 // WindowProfile configures the provider-level window gate of one class.
-// Zero fields take the class's built-in values (see [DefaultWindowProfile]).
+// A zero field takes the class's built-in value (see [GateConfig]).
 type WindowProfile struct {
 	// Threshold is the number of failures inside Window that starts a
-	// cooldown. Range [1, 1000].
+	// cooldown. Range [1, 1000] (a negative value is 1).
 	Threshold int
 	// Window is the length of the sliding window: a failure exactly Window
-	// old is outside it. Range [1 s, 24 h].
+	// old is outside it. Range [1 s, 24 h] (a negative value is 1 s).
 	Window time.Duration
 	// Cooldown is how long the provider cools after the failure that
-	// reached the threshold. Range [1 s, 24 h].
+	// reached the threshold, that instant included. Range [1 s, 24 h] (a
+	// negative value is 1 s).
 	Cooldown time.Duration
 }
 
-// DefaultWindowProfile returns the built-in window-gate profile of a class:
-// OAuth 10 failures in 15 min → 5 min; APIKey 15 in 30 min → 10 min; Local 2
-// in 5 min → 1 min.
-func DefaultWindowProfile(c Class) WindowProfile {
+// defaultWindowProfile returns the built-in window-gate profile of a class
+// (the table in [GateConfig]); Unknown and any other value get APIKey's.
+func defaultWindowProfile(c routeguard.Class) WindowProfile {
 	switch c {
-	case OAuth:
+	case routeguard.OAuth:
 		return WindowProfile{Threshold: 10, Window: 15 * time.Minute, Cooldown: 5 * time.Minute}
-	case Local:
+	case routeguard.Local:
 		return WindowProfile{Threshold: 2, Window: 5 * time.Minute, Cooldown: time.Minute}
 	}
 	return WindowProfile{Threshold: 15, Window: 30 * time.Minute, Cooldown: 10 * time.Minute}
 }
 
-func fillWindow(w WindowProfile, c Class) WindowProfile {
-	d := DefaultWindowProfile(c)
+// fillWindow sets w's zero fields from class c's built-in profile and
+// clamps every field.
+func fillWindow(w WindowProfile, c routeguard.Class) WindowProfile {
+	d := defaultWindowProfile(c)
 	if w.Threshold == 0 {
 		w.Threshold = d.Threshold
 	}
@@ -46,186 +51,253 @@ func fillWindow(w WindowProfile, c Class) WindowProfile {
 	if w.Cooldown == 0 {
 		w.Cooldown = d.Cooldown
 	}
-	w.Threshold = clampInt(w.Threshold, 1, 1000)
-	w.Window = clampDur(w.Window, time.Second, 24*time.Hour)
-	w.Cooldown = clampDur(w.Cooldown, time.Second, 24*time.Hour)
+	w.Threshold = min(max(w.Threshold, 1), 1000)
+	w.Window = min(max(w.Window, time.Second), 24*time.Hour)
+	w.Cooldown = min(max(w.Cooldown, time.Second), 24*time.Hour)
 	return w
 }
 
-// GateSettings configures a [Gate]. The zero value is a disabled gate with
-// the built-in defaults.
-type GateSettings struct {
+// GateConfig configures a [Gate]. The zero value is a disabled gate with
+// the built-in defaults. [NewGate] normalizes it with
+// [GateConfig.Normalize].
+//
+// The built-in window profiles are:
+//
+//	class   threshold  window  cooldown
+//	OAuth   10         15 min  5 min
+//	APIKey  15         30 min  10 min
+//	Local   2          5 min   1 min
+//
+// A provider whose class is [routeguard.Unknown] (or any value the package
+// does not know) gets the APIKey profile.
+type GateConfig struct {
 	// Enabled turns the gate on. Off, a Gate records nothing and never
 	// blocks.
 	Enabled bool
-	// MinRetryCooldown is a connection's first cooldown. Default 5 s; range
-	// [1 ms, 1 h] (zero means the default, so 1 ms is the smallest).
-	MinRetryCooldown time.Duration
-	// MaxRetryCooldown caps a connection's cooldown. Default 5 min; range
-	// [MinRetryCooldown, 24 h].
-	MaxRetryCooldown time.Duration
-	// OAuth, APIKey and Local are the provider-level window profiles.
+	// MinRetry is a connection's first cooldown (minRetryCooldownMs).
+	// Default 5 s (nil); range [0, 1 h]: a set value is clamped (a
+	// negative one to 0). Zero is a real value: a failed connection does
+	// not cool at all.
+	MinRetry *time.Duration
+	// MaxRetry caps a connection's cooldown (maxRetryCooldownMs). Default
+	// 5 min (zero); range [the minimum, 24 h], and at least 1 ms: a value
+	// below the minimum is raised to it ([GateConfig.Validate] refuses it
+	// instead).
+	MaxRetry time.Duration
+	// OAuth, APIKey and Local are the provider-level window profiles; a
+	// zero field takes the class's built-in value.
 	OAuth, APIKey, Local WindowProfile
 	// MaxEntries bounds the provider and connection entries kept (each map
-	// separately). Default 10000; range [1, 1000000].
+	// separately). Default 10000 (zero); range [1, 1000000] (a negative
+	// value is 1).
 	MaxEntries int
+	// ClassOf returns a provider's credential class. Nil: APIKey for all.
+	// Unknown is treated as APIKey.
+	ClassOf func(provider string) routeguard.Class
+	// OnChange, if not nil, is called when an entry starts cooling, when
+	// its cooldown is extended or ends, and when an entry the hook has
+	// heard of is removed (see [Event]). The end of a cooldown is observed
+	// by the next write that touches the entry, or by the pruning writes
+	// make now and then. It is called synchronously, after the gate's lock
+	// is released, from the goroutine that made the change, in the order of
+	// that goroutine's changes. It must not block; it may call back into
+	// the gate.
+	OnChange func(Event)
 }
 
 // Gate defaults and ranges.
 const (
 	defaultMinRetry   = 5 * time.Second
-	minMinRetry       = time.Millisecond
+	minMaxRetry       = time.Millisecond
 	maxMinRetry       = time.Hour
 	defaultMaxRetry   = 5 * time.Minute
 	maxMaxRetry       = 24 * time.Hour
 	defaultMaxEntries = 10000
+	maxMaxEntries     = 1_000_000
 	gateRetention     = 30 * time.Minute
 	maxConnExponent   = 4
 	pruneEvery        = 64
 )
 
-// Normalize returns s with defaults filled in and every field clamped. A
-// MaxRetryCooldown below MinRetryCooldown is raised to it; use
-// [GateSettings.Validate] to refuse that instead.
-func (s GateSettings) Normalize() GateSettings {
-	if s.MinRetryCooldown == 0 {
-		s.MinRetryCooldown = defaultMinRetry
+// Normalize returns a copy of c with every default filled in and every
+// field clamped. MinRetry is always set afterwards, to a new pointer (the
+// caller's is never written or shared). A MaxRetry below the minimum is
+// raised to it; use [GateConfig.Validate] to refuse that instead. It
+// never changes c.
+func (c GateConfig) Normalize() GateConfig {
+	m := config.DurOpt(c.MinRetry, defaultMinRetry, 0, maxMinRetry)
+	c.MinRetry = &m
+	if c.MaxRetry == 0 {
+		c.MaxRetry = defaultMaxRetry
 	}
-	s.MinRetryCooldown = clampDur(s.MinRetryCooldown, minMinRetry, maxMinRetry)
-	if s.MaxRetryCooldown == 0 {
-		s.MaxRetryCooldown = defaultMaxRetry
+	c.MaxRetry = min(max(c.MaxRetry, m, minMaxRetry), maxMaxRetry)
+	c.OAuth = fillWindow(c.OAuth, routeguard.OAuth)
+	c.APIKey = fillWindow(c.APIKey, routeguard.APIKey)
+	c.Local = fillWindow(c.Local, routeguard.Local)
+	if c.MaxEntries == 0 {
+		c.MaxEntries = defaultMaxEntries
 	}
-	s.MaxRetryCooldown = clampDur(s.MaxRetryCooldown, s.MinRetryCooldown, maxMaxRetry)
-	s.OAuth = fillWindow(s.OAuth, OAuth)
-	s.APIKey = fillWindow(s.APIKey, APIKey)
-	s.Local = fillWindow(s.Local, Local)
-	if s.MaxEntries == 0 {
-		s.MaxEntries = defaultMaxEntries
-	}
-	s.MaxEntries = clampInt(s.MaxEntries, 1, 1_000_000)
-	return s
+	c.MaxEntries = min(max(c.MaxEntries, 1), maxMaxEntries)
+	return c
 }
 
 // Validate refuses settings an operator most likely mistyped: a non-zero
-// MaxRetryCooldown below a non-zero MinRetryCooldown. The error is a
-// [*SettingsError] (HTTP 400).
-func (s GateSettings) Validate() error {
-	if s.MinRetryCooldown > 0 && s.MaxRetryCooldown > 0 && s.MaxRetryCooldown < s.MinRetryCooldown {
-		return &SettingsError{Name: "MaxRetryCooldown", Value: s.MaxRetryCooldown.String(),
-			Reason: "below MinRetryCooldown " + s.MinRetryCooldown.String()}
+// MaxRetry below an explicitly set MinRetry (as clamped). The error is an
+// [*Error] with code [CodeInvalidConfig] (HTTP 400) and Field "MaxRetry".
+func (c GateConfig) Validate() error {
+	if c.MinRetry == nil {
+		return nil
+	}
+	if m := config.DurOpt(c.MinRetry, defaultMinRetry, 0, maxMinRetry); c.MaxRetry > 0 && c.MaxRetry < m {
+		return configError("MaxRetry", c.MaxRetry.String(), "below MinRetry "+m.String())
 	}
 	return nil
 }
 
-// Window returns the normalized window profile of class c.
-func (s GateSettings) Window(c Class) WindowProfile {
-	switch c {
-	case OAuth:
-		return fillWindow(s.OAuth, OAuth)
-	case Local:
-		return fillWindow(s.Local, Local)
+// window returns the normalized window profile of class cl; c must be
+// normalized.
+func (c *GateConfig) window(cl routeguard.Class) WindowProfile {
+	switch cl {
+	case routeguard.OAuth:
+		return c.OAuth
+	case routeguard.Local:
+		return c.Local
 	}
-	return fillWindow(s.APIKey, APIKey)
+	return c.APIKey
 }
 
-// GateConfig configures a [Gate].
-type GateConfig struct {
-	// Settings is normalized by NewGate.
-	Settings GateSettings
-	// ClassOf returns a provider's class. Nil: APIKey for all.
-	ClassOf func(provider string) Class
-}
-
-// Gate is the opt-in provider cooldown tracker. It answers two questions
-// before dispatch: is a provider cooling because too many failures fell
-// inside its class's sliding window ([Gate.BlockedUntilAt]), and is one
-// connection of it cooling after its own recent failures
-// ([Gate.ConnBlockedUntilAt]; the cooldown is MinRetryCooldown·2^(n−1) for n
-// failures, the exponent capped at 4, the whole capped at
-// MaxRetryCooldown).
+// Gate is the opt-in provider cooldown tracker. It answers, before
+// dispatch, whether a provider is cooling because too many failures fell
+// inside its class's sliding window, and whether one connection of it is
+// cooling after its own recent failures (the cooldown is MinRetry·2^(n−1)
+// for n failures, the exponent capped at 4, the whole capped at MaxRetry):
+// [Gate.BlockedUntilAt]. Feed it with [Gate.RecordFailureAt] and
+// [Gate.RecordSuccessAt].
+//
+// A provider cools from the failure that reached its class's threshold
+// until that failure's time plus the cooldown, both ends included: with a
+// 5 min cooldown and the tripping failure at T, it is cooling at T+5 min
+// and not at any instant after. A connection cools while less than its
+// cooldown has passed since its last failure, so a zero cooldown never
+// cools it.
 //
 // Empty providers and the provider "unknown" are never recorded. Entries
-// whose last failure is older than the longest of 30 min, MaxRetryCooldown
-// and the class windows and cooldowns are dropped on later writes.
+// whose last failure is older than the longest of 30 min, MaxRetry and the
+// class windows and cooldowns are dropped on later writes. At most
+// MaxEntries entries of each kind are kept: a new one in a full gate drops
+// the entry whose last failure is oldest. The entries are kept in that
+// order, so a write costs O(log n) whatever the number of entries.
 //
-// A Gate is safe for concurrent use; its checks allocate nothing.
+// A Gate is created with [NewGate]; the zero value is not usable. It is
+// safe for concurrent use, and its checks allocate nothing.
 type Gate struct {
-	s         GateSettings
-	classOf   func(string) Class
+	cfg       GateConfig // normalized
 	retention time.Duration
 
 	mu     sync.RWMutex
 	prov   map[string]*provEntry
 	conns  map[connKey]*connEntry
 	writes int
+	// provOld and connOld order the entries by last failure, oldest first:
+	// the cap and the retention drop from their tops. provCool and
+	// connCool hold the entries whose reported cooldown has not been
+	// reported ended yet, soonest end first (only with a hook).
+	provOld, provCool minHeap[provEntry]
+	connOld, connCool minHeap[connEntry]
 	// entries is len(prov)+len(conns), stored after every write so that a
 	// gate with nothing recorded answers its checks without the lock.
 	entries atomic.Int64
 }
 
 type provEntry struct {
+	name  string
 	times []time.Time // failures inside the window, oldest first, at most Threshold
-	until time.Time   // cooling until (exclusive)
+	until time.Time   // cooling until (inclusive); zero: not cooling
 	last  time.Time
+	note
+}
+
+// coolingAt reports whether e is cooling at now: until is set and now is
+// not after it.
+func (e *provEntry) coolingAt(now time.Time) bool {
+	return !e.until.IsZero() && !now.After(e.until)
 }
 
 type connKey struct{ provider, conn string }
 
 type connEntry struct {
+	key   connKey
 	count int
 	last  time.Time
+	note
 }
 
-// NewGate returns an empty Gate configured by cfg.
+// note is what the hook was last told of an entry, and the entry's places
+// in the gate's heaps.
+type note struct {
+	told     bool      // the hook has heard of the entry
+	reported time.Time // the cooldown end last reported; zero: not cooling
+	oldPos   int       // place in provOld or connOld
+	coolPos  int       // place in provCool or connCool
+}
+
+func provOldPos(e *provEntry) *int  { return &e.oldPos }
+func connOldPos(e *connEntry) *int  { return &e.oldPos }
+func provCoolPos(e *provEntry) *int { return &e.coolPos }
+func connCoolPos(e *connEntry) *int { return &e.coolPos }
+
+// NewGate returns an empty Gate configured by cfg (normalized with
+// [GateConfig.Normalize]).
 func NewGate(cfg GateConfig) *Gate {
-	s := cfg.Settings.Normalize()
-	g := &Gate{s: s, classOf: cfg.ClassOf, prov: map[string]*provEntry{}, conns: map[connKey]*connEntry{}}
-	g.retention = max(gateRetention, s.MaxRetryCooldown)
-	for _, w := range []WindowProfile{s.OAuth, s.APIKey, s.Local} {
+	c := cfg.Normalize()
+	g := &Gate{cfg: c, prov: map[string]*provEntry{}, conns: map[connKey]*connEntry{}}
+	g.provOld = minHeap[provEntry]{pos: provOldPos}
+	g.provCool = minHeap[provEntry]{pos: provCoolPos}
+	g.connOld = minHeap[connEntry]{pos: connOldPos}
+	g.connCool = minHeap[connEntry]{pos: connCoolPos}
+	g.retention = max(gateRetention, c.MaxRetry)
+	for _, w := range []WindowProfile{c.OAuth, c.APIKey, c.Local} {
 		g.retention = max(g.retention, w.Window, w.Cooldown)
 	}
 	return g
 }
 
-// Enabled reports whether the gate is on.
-func (g *Gate) Enabled() bool { return g.s.Enabled }
-
-// Settings returns the normalized settings.
-func (g *Gate) Settings() GateSettings { return g.s }
-
 func (g *Gate) window(provider string) WindowProfile {
-	c := APIKey
-	if g.classOf != nil {
-		c = g.classOf(provider)
+	c := routeguard.APIKey
+	if g.cfg.ClassOf != nil {
+		c = g.cfg.ClassOf(provider)
 	}
-	return g.s.Window(c)
+	return g.cfg.window(c)
 }
 
 func skipProvider(p string) bool { return p == "" || p == "unknown" }
 
 // RecordFailureAt records a failure of provider (and, when conn is not
-// empty, of that connection) at now. It is a no-op when the gate is off.
+// empty, of that connection) at now. A time earlier than the provider's
+// last failure is taken as that time (a clock that steps backwards means no
+// time has passed). It is a no-op when the gate is off.
 func (g *Gate) RecordFailureAt(provider, conn string, now time.Time) {
-	if !g.s.Enabled || skipProvider(provider) {
+	if !g.cfg.Enabled || skipProvider(provider) {
 		return
 	}
 	w := g.window(provider)
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	defer g.countEntries()
-	g.maybePruneLocked(now)
+	evs := g.maybePruneLocked(now, nil)
 	e := g.prov[provider]
 	if e == nil {
-		if len(g.prov) >= g.s.MaxEntries {
-			evictOldest(g.prov, func(e *provEntry) time.Time { return e.last })
+		if len(g.prov) >= g.cfg.MaxEntries {
+			if v, _ := g.provOld.Top(); v != nil {
+				evs = g.dropProvLocked(evs, v, now)
+			}
 		}
-		e = &provEntry{}
+		e = &provEntry{name: provider}
 		g.prov[provider] = e
 	}
 	if now.Before(e.last) {
 		now = e.last // a clock step backwards: no time has passed
 	}
 	e.last = now
+	g.provOld.Set(e, stamp(e.last))
 	cut := now.Add(-w.Window)
 	i := 0
 	for i < len(e.times) && !e.times[i].After(cut) {
@@ -239,109 +311,99 @@ func (g *Gate) RecordFailureAt(provider, conn string, now time.Time) {
 	if len(e.times) >= w.Threshold {
 		e.until = now.Add(w.Cooldown)
 	}
-	if conn == "" {
-		return
-	}
-	k := connKey{provider, conn}
-	c := g.conns[k]
-	if c == nil {
-		if len(g.conns) >= g.s.MaxEntries {
-			evictOldest(g.conns, func(e *connEntry) time.Time { return e.last })
+	evs = g.provNoteLocked(evs, provider, e, now)
+	if conn != "" {
+		k := connKey{provider, conn}
+		c := g.conns[k]
+		if c == nil {
+			if len(g.conns) >= g.cfg.MaxEntries {
+				if v, _ := g.connOld.Top(); v != nil {
+					evs = g.dropConnLocked(evs, v, now)
+				}
+			}
+			c = &connEntry{key: k}
+			g.conns[k] = c
 		}
-		c = &connEntry{}
-		g.conns[k] = c
+		c.count++
+		c.last = now
+		g.connOld.Set(c, stamp(c.last))
+		evs = g.connNoteLocked(evs, k, c, now)
 	}
-	c.count++
-	c.last = now
+	g.countEntries()
+	g.mu.Unlock()
+	g.fire(evs)
 }
-
-// RecordFailure is RecordFailureAt at time.Now().
-func (g *Gate) RecordFailure(provider, conn string) { g.RecordFailureAt(provider, conn, time.Now()) }
 
 // RecordSuccessAt clears provider's window and cooldown and, when conn is not
 // empty, sets that connection's failure count to zero (keeping the entry).
 // It is a no-op when the gate is off.
 func (g *Gate) RecordSuccessAt(provider, conn string, now time.Time) {
-	if !g.s.Enabled || skipProvider(provider) {
+	if !g.cfg.Enabled || skipProvider(provider) {
 		return
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	defer g.countEntries()
-	g.maybePruneLocked(now)
+	evs := g.maybePruneLocked(now, nil)
 	if e := g.prov[provider]; e != nil {
 		e.times, e.until = e.times[:0], time.Time{}
+		evs = g.provNoteLocked(evs, provider, e, now)
 	}
 	if conn != "" {
-		if c := g.conns[connKey{provider, conn}]; c != nil {
+		k := connKey{provider, conn}
+		if c := g.conns[k]; c != nil {
 			c.count = 0
+			evs = g.connNoteLocked(evs, k, c, now)
 		}
 	}
+	g.countEntries()
+	g.mu.Unlock()
+	g.fire(evs)
 }
 
-// RecordSuccess is RecordSuccessAt at time.Now().
-func (g *Gate) RecordSuccess(provider, conn string) { g.RecordSuccessAt(provider, conn, time.Now()) }
-
-// BlockedUntilAt reports whether provider is cooling at now and until when
-// (exclusive). A disabled gate never blocks.
-func (g *Gate) BlockedUntilAt(provider string, now time.Time) (until time.Time, blocked bool) {
-	if !g.s.Enabled || g.entries.Load() == 0 {
+// BlockedUntilAt reports whether provider is cooling at now or, when conn
+// is not empty, whether that connection of it is, and until when. The
+// provider's cooldown is asked first; its until is the last instant of the
+// cooldown (inclusive), so the wait until.Sub(now) is zero at that instant
+// and the provider is still cooling. A connection's until is the first
+// instant after its cooldown. A disabled gate never blocks. It does not
+// allocate.
+func (g *Gate) BlockedUntilAt(provider, conn string, now time.Time) (until time.Time, blocked bool) {
+	if !g.cfg.Enabled || g.entries.Load() == 0 {
 		return time.Time{}, false
 	}
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	if e := g.prov[provider]; e != nil && now.Before(e.until) {
+	if e := g.prov[provider]; e != nil && e.coolingAt(now) {
 		return e.until, true
+	}
+	if conn == "" {
+		return time.Time{}, false
+	}
+	if c := g.conns[connKey{provider, conn}]; c != nil {
+		if u, ok := g.connUntil(c, now); ok {
+			return u, true
+		}
 	}
 	return time.Time{}, false
 }
 
-// BlockedUntil is BlockedUntilAt at time.Now().
-func (g *Gate) BlockedUntil(provider string) (time.Time, bool) {
-	return g.BlockedUntilAt(provider, time.Now())
-}
-
-// ConnCooldown returns the cooldown after n failures of one connection:
-// min(MinRetryCooldown·2^min(n−1, 4), MaxRetryCooldown), zero for n ≤ 0.
-func (g *Gate) ConnCooldown(n int) time.Duration {
+// connCooldown returns the cooldown after n failures of one connection:
+// min(MinRetry·2^min(n−1, 4), MaxRetry), zero for n ≤ 0.
+func (g *Gate) connCooldown(n int) time.Duration {
 	if n <= 0 {
 		return 0
 	}
-	d := g.s.MinRetryCooldown << min(n-1, maxConnExponent)
-	return min(d, g.s.MaxRetryCooldown)
+	d := *g.cfg.MinRetry << min(n-1, maxConnExponent)
+	return min(d, g.cfg.MaxRetry)
 }
 
-// ConnBlockedUntilAt reports whether the connection conn of provider is
-// cooling at now and until when (exclusive). A disabled gate never blocks.
-func (g *Gate) ConnBlockedUntilAt(provider, conn string, now time.Time) (until time.Time, blocked bool) {
-	if !g.s.Enabled || g.entries.Load() == 0 {
+// connUntil returns the end (exclusive) of c's cooldown and whether it is
+// cooling at now.
+func (g *Gate) connUntil(c *connEntry, now time.Time) (time.Time, bool) {
+	if c.count == 0 {
 		return time.Time{}, false
 	}
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	c := g.conns[connKey{provider, conn}]
-	if c == nil || c.count == 0 {
-		return time.Time{}, false
-	}
-	until = c.last.Add(g.ConnCooldown(c.count))
-	if now.Before(until) {
-		return until, true
-	}
-	return time.Time{}, false
-}
-
-// ConnBlockedUntil is ConnBlockedUntilAt at time.Now().
-func (g *Gate) ConnBlockedUntil(provider, conn string) (time.Time, bool) {
-	return g.ConnBlockedUntilAt(provider, conn, time.Now())
-}
-
-// Clear forgets every entry.
-func (g *Gate) Clear() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	defer g.countEntries()
-	clear(g.prov)
-	clear(g.conns)
+	u := c.last.Add(g.connCooldown(c.count))
+	return u, now.Before(u)
 }
 
 // GateStatus is one gate entry as plain data.
@@ -353,19 +415,20 @@ type GateStatus struct {
 	// or since the last success (connection level).
 	Failures    int       `json:"failures"`
 	LastFailure time.Time `json:"lastFailure"`
-	// Until is the end of the cooldown; zero when not cooling at the
+	// Until is the end of the cooldown (for a provider entry its last
+	// instant, as in [Gate.BlockedUntilAt]); zero when not cooling at the
 	// snapshot's time.
 	Until time.Time `json:"until"`
 }
 
 // SnapshotAt lists every entry as seen at now, provider entries first, each
-// group sorted by name.
+// group sorted by name. A disabled gate has no entries.
 func (g *Gate) SnapshotAt(now time.Time) []GateStatus {
 	g.mu.RLock()
 	out := make([]GateStatus, 0, len(g.prov)+len(g.conns))
 	for p, e := range g.prov {
 		st := GateStatus{Provider: p, Failures: len(e.times), LastFailure: e.last}
-		if now.Before(e.until) {
+		if e.coolingAt(now) {
 			st.Until = e.until
 		}
 		out = append(out, st)
@@ -373,10 +436,8 @@ func (g *Gate) SnapshotAt(now time.Time) []GateStatus {
 	nprov := len(out)
 	for k, c := range g.conns {
 		st := GateStatus{Provider: k.provider, Connection: k.conn, Failures: c.count, LastFailure: c.last}
-		if c.count > 0 {
-			if u := c.last.Add(g.ConnCooldown(c.count)); now.Before(u) {
-				st.Until = u
-			}
+		if u, ok := g.connUntil(c, now); ok {
+			st.Until = u
 		}
 		out = append(out, st)
 	}
@@ -392,59 +453,135 @@ func (g *Gate) SnapshotAt(now time.Time) []GateStatus {
 	return out
 }
 
-// Snapshot is SnapshotAt at time.Now().
-func (g *Gate) Snapshot() []GateStatus { return g.SnapshotAt(time.Now()) }
-
 // maybePruneLocked drops idle entries every pruneEvery writes.
-func (g *Gate) maybePruneLocked(now time.Time) {
+func (g *Gate) maybePruneLocked(now time.Time, evs []Event) []Event {
 	g.writes++
 	if g.writes%pruneEvery != 0 {
-		return
+		return evs
 	}
-	g.pruneLocked(now)
+	return g.pruneLocked(now, evs)
 }
 
-// pruneLocked drops entries whose last failure is older than the retention
-// and which are not cooling.
-func (g *Gate) pruneLocked(now time.Time) {
+// pruneLocked drops entries whose last failure is older than the
+// retention and which are not cooling, and notes the cooldowns that have
+// ended. It costs O(log n) per entry dropped or noted: the heaps give the
+// entries in order, so the others are never visited.
+func (g *Gate) pruneLocked(now time.Time, evs []Event) []Event {
 	cut := now.Add(-g.retention)
-	for k, e := range g.prov {
-		if e.last.Before(cut) && !now.Before(e.until) {
-			delete(g.prov, k)
+	// An entry whose last failure is older than the retention is never
+	// cooling: its cooldown ended at most a cooldown (≤ the retention)
+	// after that failure.
+	for e, _ := g.provOld.Top(); e != nil && e.last.Before(cut) && !e.coolingAt(now); e, _ = g.provOld.Top() {
+		evs = g.dropProvLocked(evs, e, now)
+	}
+	for e, _ := g.provCool.Top(); e != nil && now.After(e.reported); e, _ = g.provCool.Top() {
+		if evs = g.provNoteLocked(evs, e.name, e, now); e.coolPos == 1 {
+			break // still cooling, at a later end
 		}
 	}
-	for k, c := range g.conns {
-		if c.last.Before(cut) {
-			delete(g.conns, k)
+	for c, _ := g.connOld.Top(); c != nil && c.last.Before(cut); c, _ = g.connOld.Top() {
+		evs = g.dropConnLocked(evs, c, now)
+	}
+	for c, _ := g.connCool.Top(); c != nil && !now.Before(c.reported); c, _ = g.connCool.Top() {
+		if evs = g.connNoteLocked(evs, c.key, c, now); c.coolPos == 1 {
+			break // still cooling, at a later end
 		}
 	}
+	return evs
 }
 
-// PruneAt drops every entry idle for longer than the retention at now. Writes
-// call it now and then; it is exported for callers that want memory back
-// sooner.
-func (g *Gate) PruneAt(now time.Time) {
+// dropProvLocked removes the provider entry e and appends its removal.
+func (g *Gate) dropProvLocked(evs []Event, e *provEntry, now time.Time) []Event {
+	delete(g.prov, e.name)
+	g.provOld.Remove(e)
+	g.provCool.Remove(e)
+	return g.removedLocked(evs, e.name, "", &e.note, e.last, now)
+}
+
+// dropConnLocked removes the connection entry c and appends its removal.
+func (g *Gate) dropConnLocked(evs []Event, c *connEntry, now time.Time) []Event {
+	delete(g.conns, c.key)
+	g.connOld.Remove(c)
+	g.connCool.Remove(c)
+	return g.removedLocked(evs, c.key.provider, c.key.conn, &c.note, c.last, now)
+}
+
+// pruneAt drops every entry idle for longer than the retention at now.
+func (g *Gate) pruneAt(now time.Time) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	defer g.countEntries()
-	g.pruneLocked(now)
+	evs := g.pruneLocked(now, nil)
+	g.countEntries()
+	g.mu.Unlock()
+	g.fire(evs)
 }
 
 // countEntries publishes the number of entries; call it with g.mu held.
 func (g *Gate) countEntries() { g.entries.Store(int64(len(g.prov) + len(g.conns))) }
 
-func evictOldest[K comparable, V any](m map[K]V, last func(V) time.Time) {
-	var (
-		victim K
-		oldest time.Time
-		found  bool
-	)
-	for k, v := range m {
-		if t := last(v); !found || t.Before(oldest) {
-			victim, oldest, found = k, t, true
-		}
+// provNoteLocked appends the event of a change of e's cooldown since the
+// hook last heard of it, if any.
+func (g *Gate) provNoteLocked(evs []Event, provider string, e *provEntry, now time.Time) []Event {
+	var u time.Time
+	if e.coolingAt(now) {
+		u = e.until
 	}
-	if found {
-		delete(m, victim)
+	evs = g.noteLocked(evs, provider, "", &e.note, u, len(e.times), e.last, now)
+	if e.reported.IsZero() {
+		g.provCool.Remove(e)
+	} else {
+		g.provCool.Set(e, stamp(e.reported))
+	}
+	return evs
+}
+
+// connNoteLocked is provNoteLocked for a connection entry.
+func (g *Gate) connNoteLocked(evs []Event, k connKey, c *connEntry, now time.Time) []Event {
+	u, ok := g.connUntil(c, now)
+	if !ok {
+		u = time.Time{}
+	}
+	evs = g.noteLocked(evs, k.provider, k.conn, &c.note, u, c.count, c.last, now)
+	if c.reported.IsZero() {
+		g.connCool.Remove(c)
+	} else {
+		g.connCool.Set(c, stamp(c.reported))
+	}
+	return evs
+}
+
+// noteLocked appends an event when until, the entry's cooldown end at now
+// (zero: not cooling), differs from what the hook last heard.
+func (g *Gate) noteLocked(evs []Event, provider, conn string, n *note, until time.Time, failures int, last, now time.Time) []Event {
+	if g.cfg.OnChange == nil || until.Equal(n.reported) {
+		return evs
+	}
+	ev := Event{Provider: provider, Connection: conn, From: coolState(n.reported), To: coolState(until),
+		At: now, Until: until, Failures: failures, LastFailure: last}
+	n.told, n.reported = true, until
+	return append(evs, ev)
+}
+
+// removedLocked appends the removal of an entry the hook has heard of.
+func (g *Gate) removedLocked(evs []Event, provider, conn string, n *note, last, now time.Time) []Event {
+	if g.cfg.OnChange == nil || !n.told {
+		return evs
+	}
+	return append(evs, Event{Provider: provider, Connection: conn, From: coolState(n.reported), To: Closed,
+		At: now, LastFailure: last, Removed: true})
+}
+
+// coolState is the state of an entry cooling until until (zero: not
+// cooling): Open or Closed.
+func coolState(until time.Time) State {
+	if until.IsZero() {
+		return Closed
+	}
+	return Open
+}
+
+// fire calls the hook with evs, outside the lock.
+func (g *Gate) fire(evs []Event) {
+	for _, ev := range evs {
+		g.cfg.OnChange(ev)
 	}
 }

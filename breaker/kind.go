@@ -1,7 +1,6 @@
 package breaker
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -11,7 +10,8 @@ import (
 // caller that can tell why a request failed passes the kind in a [Report];
 // with [Profile.Hints] on, the kind of the failure that opened a breaker
 // chooses the base of its open time, and [KindPolicy.OpenAt] can open a
-// breaker early on failures of one kind.
+// breaker early on failures of one kind. It encodes as its String form
+// (JSON, records).
 type Kind uint8
 
 // The failure kinds. The zero value is KindNone: no kind given.
@@ -28,23 +28,19 @@ const (
 	KindQuotaExhausted
 )
 
-// NumKinds is the number of failure kinds, KindNone included; it sizes
+// numKinds is the number of failure kinds, KindNone included; it sizes
 // [Profile.Kinds].
-const NumKinds = 4
+const numKinds = 4
 
-var kindNames = [NumKinds]string{"none", "transient", "rate_limit", "quota_exhausted"}
+var kindNames = [numKinds]string{"none", "transient", "rate_limit", "quota_exhausted"}
 
 // hintCooldowns is the built-in table of per-kind base open times, used
 // with [Profile.Hints] for kinds whose [KindPolicy.Cooldown] is zero. A zero
 // entry means the kind has no hint and the profile's Reset applies.
-var hintCooldowns = [NumKinds]time.Duration{
+var hintCooldowns = [numKinds]time.Duration{
 	KindRateLimit:      time.Minute,
 	KindQuotaExhausted: time.Hour,
 }
-
-// ErrUnknownKind is returned (wrapped) by [ParseKind] and
-// [Kind.UnmarshalText] for a name that is not a kind.
-var ErrUnknownKind = errors.New("breaker: unknown failure kind")
 
 // String returns "none", "transient", "rate_limit" or "quota_exhausted".
 func (k Kind) String() string {
@@ -54,10 +50,10 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// ParseKind maps a kind name to its Kind. It accepts the String forms in
+// parseKind maps a kind name to its Kind. It accepts the String forms in
 // any case, with "-" or "_" between words, and "" or "null" for KindNone.
-// Anything else is KindNone with an error matching [ErrUnknownKind].
-func ParseKind(s string) (Kind, error) {
+// Anything else is KindNone with an [*Error] of code [CodeInvalidRecord].
+func parseKind(s string) (Kind, error) {
 	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_")
 	switch n {
 	case "", "null":
@@ -68,25 +64,23 @@ func ParseKind(s string) (Kind, error) {
 			return Kind(i), nil
 		}
 	}
-	return KindNone, &kindError{s}
+	return KindNone, nameError(s, "unknown failure kind")
 }
 
-type kindError struct{ name string }
-
-func (e *kindError) Error() string { return "breaker: unknown failure kind " + strconv.Quote(e.name) }
-func (e *kindError) Unwrap() error { return ErrUnknownKind }
-
-// MarshalText encodes the kind as its String form.
+// MarshalText encodes the kind as its String form. A kind the package does
+// not know is an [*Error] with code [CodeInvalidRecord].
 func (k Kind) MarshalText() ([]byte, error) {
-	if int(k) >= NumKinds {
-		return nil, &kindError{k.String()}
+	if int(k) >= numKinds {
+		return nil, nameError(k.String(), "unknown failure kind")
 	}
 	return []byte(k.String()), nil
 }
 
-// UnmarshalText decodes a kind with [ParseKind].
+// UnmarshalText decodes a kind: the String forms in any case, with "-" or
+// "_" between words, and "" or "null" for KindNone. Anything else is an
+// [*Error] with code [CodeInvalidRecord] (matching [ErrInvalidRecord]).
 func (k *Kind) UnmarshalText(b []byte) error {
-	v, err := ParseKind(string(b))
+	v, err := parseKind(string(b))
 	if err != nil {
 		return err
 	}

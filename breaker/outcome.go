@@ -14,8 +14,9 @@ type State uint8
 const (
 	// Closed admits every request.
 	Closed State = iota
-	// Degraded is closed with the failure count at or above the profile's
-	// degraded level: it still admits every request.
+	// Degraded is closed after the failure count reached the profile's
+	// degraded level, until a success brings it back to the level or
+	// below: it still admits every request.
 	Degraded
 	// Open refuses every request until its open time has passed.
 	Open
@@ -38,18 +39,19 @@ func (s State) String() string {
 var wireNames = [...]string{"CLOSED", "DEGRADED", "OPEN", "HALF_OPEN"}
 
 // MarshalText encodes the state as CLOSED, DEGRADED, OPEN or HALF_OPEN, the
-// spelling of health pages and stored records; [ParseState] reads it back,
-// and String's lower-case form too.
+// spelling of health pages and stored records. [State.UnmarshalText] reads
+// it back, and String's lower-case form too. A state the package does not
+// know is an [*Error] with code [CodeInvalidRecord].
 func (s State) MarshalText() ([]byte, error) {
 	if int(s) < len(wireNames) {
 		return []byte(wireNames[s]), nil
 	}
-	return nil, errors.New("breaker: invalid state " + strconv.Itoa(int(s)))
+	return nil, nameError(s.String(), "unknown state")
 }
 
-// Admits reports whether a breaker in this state admits ordinary requests
+// admits reports whether a breaker in this state admits ordinary requests
 // (Closed and Degraded). A HalfOpen breaker admits only its probe.
-func (s State) Admits() bool { return s == Closed || s == Degraded }
+func (s State) admits() bool { return s == Closed || s == Degraded }
 
 // Outcome is what one admitted request tells its breaker.
 type Outcome uint8
@@ -76,10 +78,10 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// IsTripStatus reports whether an upstream HTTP status counts against a
+// isTripStatus reports whether an upstream HTTP status counts against a
 // provider's breaker: 408, 500, 502, 503 and 504 do; every other status,
 // 429 and 529 included, does not.
-func IsTripStatus(status int) bool {
+func isTripStatus(status int) bool {
 	switch status {
 	case 408, 500, 502, 503, 504:
 		return true
@@ -87,15 +89,19 @@ func IsTripStatus(status int) bool {
 	return false
 }
 
-// Classify turns the result of one upstream call into an Outcome.
+// Classify turns the result of one upstream call into an Outcome. body is
+// the answer's body, or the part of it the caller has read; nil is fine.
 //
 // With a non-nil err: context cancellation and deadline errors are Ignored
 // (the caller gave up, the provider is not to blame); a [net.Error] (refused
 // or reset connection, DNS failure, dial or read timeout) is a Failure; any
 // other error is a local error and Ignored. With a nil err: a trip status
-// ([IsTripStatus]) is a Failure, 200–399 is a Success, and everything else
-// (4xx including 429, 529, other 5xx, 0) is Ignored.
-func Classify(status int, err error) Outcome {
+// (408, 500, 502, 503 or 504) is a Failure, unless the body says
+// "overloaded" (any case, "overloaded_error" too) or "proxy_unreachable":
+// the first is a capacity signal rather than an outage, the second a fault
+// of the local egress proxy, not of the provider. 200–399 is a Success, and
+// everything else (4xx including 429, 529, other 5xx, 0) is Ignored.
+func Classify(status int, body []byte, err error) Outcome {
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return Ignored
@@ -107,27 +113,15 @@ func Classify(status int, err error) Outcome {
 		return Ignored
 	}
 	switch {
-	case IsTripStatus(status):
+	case isTripStatus(status):
+		if containsFold(body, "overloaded") || containsFold(body, "proxy_unreachable") {
+			return Ignored
+		}
 		return Failure
 	case status >= 200 && status < 400:
 		return Success
 	}
 	return Ignored
-}
-
-// ClassifyBody is [Classify] that also reads the answer's body: a trip
-// status whose body says "overloaded" (any case, including
-// "overloaded_error") or "proxy_unreachable" is Ignored, because the first
-// is a capacity signal rather than an outage and the second is a fault of the
-// local egress proxy, not of the provider.
-func ClassifyBody(status int, body []byte, err error) Outcome {
-	o := Classify(status, err)
-	if o == Failure && err == nil && len(body) > 0 {
-		if containsFold(body, "overloaded") || containsFold(body, "proxy_unreachable") {
-			return Ignored
-		}
-	}
-	return o
 }
 
 // containsFold reports whether b contains the lower-case ASCII word w in any

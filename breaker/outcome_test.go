@@ -45,7 +45,8 @@ func TestClassify(t *testing.T) {
 		{503, context.Canceled, Ignored},
 	}
 	for _, tc := range cases {
-		assert.Equal(t, tc.want, Classify(tc.status, tc.err), "Classify(%d, %v)", tc.status, tc.err)
+		assert.Equal(t, tc.want, Classify(tc.status, nil, tc.err), "Classify(%d, nil, %v)", tc.status, tc.err)
+		assert.Equal(t, tc.want, Classify(tc.status, []byte("bad gateway"), tc.err), "Classify(%d, body, %v)", tc.status, tc.err)
 	}
 }
 
@@ -64,8 +65,11 @@ func TestClassifyBody(t *testing.T) {
 		{429, `overloaded`, Ignored},
 	}
 	for _, tc := range cases {
-		assert.Equal(t, tc.want, ClassifyBody(tc.status, []byte(tc.body), nil), "ClassifyBody(%d, %q)", tc.status, tc.body)
+		assert.Equal(t, tc.want, Classify(tc.status, []byte(tc.body), nil), "Classify(%d, %q, nil)", tc.status, tc.body)
 	}
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	assert.Equal(t, Failure, Classify(0, []byte("overloaded"), dial), "an error is judged by the error alone")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { Classify(502, []byte(`{"error":"Overloaded"}`), nil) }))
 }
 
 func TestStrings(t *testing.T) {
@@ -73,44 +77,49 @@ func TestStrings(t *testing.T) {
 		[]string{Closed.String(), Degraded.String(), Open.String(), HalfOpen.String(), State(9).String()})
 	assert.Equal(t, []string{"ignored", "success", "failure", "outcome(7)"},
 		[]string{Ignored.String(), Success.String(), Failure.String(), Outcome(7).String()})
-	assert.Equal(t, []string{"apikey", "oauth", "local", "class(5)"},
-		[]string{APIKey.String(), OAuth.String(), Local.String(), Class(5).String()})
 	txt, err := HalfOpen.MarshalText()
 	assert.NoError(t, err)
 	assert.Equal(t, "HALF_OPEN", string(txt))
 	for _, st := range []State{Closed, Degraded, Open, HalfOpen} {
 		txt, err := st.MarshalText()
 		require.NoError(t, err)
-		back, err := ParseState(string(txt))
+		back, err := parseState(string(txt))
 		require.NoError(t, err)
 		assert.Equal(t, st, back, "%s round-trips", txt)
 	}
 	_, err = State(9).MarshalText()
-	assert.Error(t, err)
-	for _, s := range []string{"apikey", "api_key", "oauth", "local"} {
-		_, ok := ParseClass(s)
-		assert.True(t, ok, s)
-	}
-	c, ok := ParseClass("x")
-	assert.False(t, ok)
-	assert.Equal(t, APIKey, c)
+	assert.ErrorIs(t, err, ErrInvalidRecord)
 }
 
+// Every refusal is an *Error whose Unwrap gives the code's sentinel, with
+// the contract's code and status; the sentinels are plain values.
 func TestErrors(t *testing.T) {
-	e := &OpenError{Provider: "openai", State: Open, RetryAfter: 1500 * time.Millisecond}
-	assert.Equal(t, `breaker: provider "openai" circuit open, retry after 1.5s`, e.Error())
-	assert.Equal(t, 2, e.RetryAfterSeconds())
-	assert.Equal(t, 1, RetryAfterSeconds(0))
-	assert.Equal(t, 50, RetryAfterSeconds(50*time.Second))
+	e := openError("openai", Open, 1500*time.Millisecond, KindRateLimit)
+	assert.Equal(t, &Error{Code: CodeOpen, Status: 503, Provider: "openai", State: Open,
+		RetryAfter: 1500 * time.Millisecond, Kind: KindRateLimit}, e)
+	assert.Equal(t, `breaker: provider_circuit_open: provider "openai" circuit open, retry after 1.5s`, e.Error())
 	assert.True(t, errors.Is(fmt.Errorf("wrapped: %w", e), ErrOpen))
-	h := http.Header{}
-	(&OpenError{Provider: "p", State: HalfOpen}).SetHeaders(h)
-	assert.Equal(t, http.Header{"Retry-After": {"1"}, "X-Omniroute-Provider-Breaker": {"open"}}, h)
-	assert.JSONEq(t, `{"error":{"message":"Provider p circuit breaker is open","type":"server_error",
-		"code":"provider_circuit_open","provider":"p","retry_after":2,"failure_kind":"rate_limit"}}`,
-		string((&OpenError{Provider: "p", RetryAfter: 1500 * time.Millisecond, Kind: KindRateLimit}).Body()))
-	assert.NotContains(t, string((&OpenError{Provider: "p", Kind: Kind(200)}).Body()), "failure_kind")
-	se := &SettingsError{Name: "X", Value: "abc", Reason: "not a number"}
-	assert.Equal(t, `breaker: X="abc": not a number`, se.Error())
-	assert.Equal(t, "invalid_settings", se.Code())
+	assert.False(t, errors.Is(e, ErrInvalidConfig))
+	var got *Error
+	require.True(t, errors.As(fmt.Errorf("wrapped: %w", e), &got))
+	assert.Same(t, e, got)
+
+	ce := configError("X", "abc", "not a number")
+	assert.Equal(t, `breaker: invalid_config: X="abc": not a number`, ce.Error())
+	assert.Equal(t, CodeInvalidConfig, ce.Code)
+	assert.Equal(t, http.StatusBadRequest, ce.Status)
+	assert.Equal(t, "invalid_config", CodeInvalidConfig)
+	assert.ErrorIs(t, ce, ErrInvalidConfig)
+
+	re := recordError("p", "no provider")
+	assert.Equal(t, `breaker: invalid_record: record "p": no provider`, re.Error())
+	assert.Equal(t, "invalid_record", re.Code)
+	assert.Equal(t, http.StatusBadRequest, re.Status)
+	assert.ErrorIs(t, re, ErrInvalidRecord)
+	ne := nameError("quota", "unknown failure kind")
+	assert.Equal(t, `breaker: invalid_record: "quota": unknown failure kind`, ne.Error())
+	assert.ErrorIs(t, ne, ErrInvalidRecord)
+
+	assert.Nil(t, (&Error{Code: "other"}).Unwrap())
+	assert.Equal(t, "breaker: circuit open", ErrOpen.Error())
 }

@@ -2,17 +2,19 @@ package breaker
 
 import (
 	"encoding/json"
+	"reflect"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/routeguard/routeguard"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func oauthSet(hook func(Change)) *Set {
-	return NewSet(Config{ClassOf: func(string) Class { return OAuth }, OnStateChange: hook})
+func oauthSet(hook func(Event)) *Set {
+	return NewSet(Config{ClassOf: func(string) routeguard.Class { return OAuth }, OnChange: hook})
 }
 
 // Spec M1.3 #13: the row ('openai','OPEN',8,T,{openCycleCount:2}) restored
@@ -28,12 +30,11 @@ func TestScenarioRestoreOpen(t *testing.T) {
 		assert.Equal(t, Open, state)
 		assert.Equal(t, 30*time.Second, wait)
 		_, err := s.Allow("openai")
-		var oe *OpenError
+		var oe *Error
 		require.ErrorAs(t, err, &oe)
 		assert.Equal(t, 30*time.Second, oe.RetryAfter)
-		assert.Equal(t, 30, oe.RetryAfterSeconds())
 		st := s.Get("openai").Status()
-		assert.Equal(t, Status{Provider: "openai", State: Open, Failures: 8, LastFailure: T, RetryAfter: 30 * time.Second, OpenCycles: 2}, st)
+		assert.Equal(t, Record{Provider: "openai", State: Open, Failures: 8, LastFailure: T, RetryAfter: 30 * time.Second, OpenCycles: 2, OpenedAt: T}, st)
 
 		b := s.Get("openai")
 		time.Sleep(30*time.Second - time.Nanosecond)
@@ -48,6 +49,37 @@ func TestScenarioRestoreOpen(t *testing.T) {
 		assert.Equal(t, KindNone, b.Export().LastKind)
 		reportN(t, b, Failure, 8)
 		requireState(t, b, Open, time.Minute)
+	})
+}
+
+// Spec M1.3 #13, saved and restored again: Export → Restore → Export gives
+// the same records while the row is open (30000 left) and after its open
+// time has run out (half-open, opened at T), however often it is repeated
+// and whenever.
+func TestScenarioRestoreOpenRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		T := time.Now()
+		time.Sleep(30 * time.Second)
+		s := oauthSet(nil)
+		require.NoError(t, s.Restore([]Record{{Provider: "openai", State: Open, Failures: 8, LastFailure: T, OpenCycles: 2}}))
+		open := []Record{{Provider: "openai", State: Open, Failures: 8, LastFailure: T, OpenCycles: 2, OpenedAt: T, RetryAfter: 30 * time.Second}}
+		for i := range 3 {
+			recs := s.Export()
+			require.Equal(t, open, recs, "round %d", i)
+			require.NoError(t, s.Restore(recs))
+			_, wait := s.State("openai")
+			assert.Equal(t, 30*time.Second, wait, "round %d", i)
+		}
+		time.Sleep(time.Hour) // the open time has long run out
+		half := []Record{{Provider: "openai", State: HalfOpen, Failures: 8, LastFailure: T, OpenCycles: 2, OpenedAt: T}}
+		for i := range 3 {
+			recs := s.Export()
+			require.Equal(t, half, recs, "round %d", i)
+			require.NoError(t, s.Restore(recs))
+			time.Sleep(time.Minute)
+		}
+		st, _ := s.State("openai")
+		assert.Equal(t, HalfOpen, st)
 	})
 }
 
@@ -81,7 +113,7 @@ func TestScenarioRestoreHalfOpen(t *testing.T) {
 		probe, err := b.Allow()
 		require.NoError(t, err)
 		_, err = b.Allow()
-		var oe *OpenError
+		var oe *Error
 		require.ErrorAs(t, err, &oe)
 		assert.Equal(t, HalfOpen, oe.State)
 		assert.Equal(t, time.Minute, oe.RetryAfter)
@@ -183,9 +215,63 @@ func TestRestoreCases(t *testing.T) {
 			assert.Equal(t, tc.wantState, st, tc.name)
 			assert.Equal(t, tc.wantWait, wait, tc.name)
 			tc.want.Provider = "p"
+			tc.want.RetryAfter = tc.wantWait // the snapshot carries the wait too
 			assert.Equal(t, tc.want, b.Export(), tc.name)
 		}
 	})
+}
+
+// Save and restore round-trip: an exported record restores to a breaker
+// that exports the same record, for every state, at once and after time
+// has passed (through JSON too). In particular an Open record whose open
+// time has run out keeps its OpenedAt instead of taking the restore time.
+func TestSaveRestoreRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		hints := withHints(oauth)
+		hints.Window = time.Hour
+		for _, r := range []Record{
+			{State: Open, Failures: 8, LastFailure: now.Add(-time.Hour)},
+			{State: Open, Failures: 8, LastFailure: now.Add(-time.Hour), OpenedAt: now.Add(-2 * time.Hour), OpenCycles: 4},
+			{State: Open, Failures: 8, LastFailure: now.Add(-time.Second), LastKind: KindQuotaExhausted, KindFailures: map[Kind]int{KindQuotaExhausted: 3}},
+			{State: Open},
+			{State: HalfOpen, Failures: 8, LastFailure: now.Add(-time.Hour), OpenCycles: 1},
+			{State: HalfOpen},
+			{State: Degraded, Failures: 5, LastFailure: now.Add(-time.Minute), LastKind: KindTransient, KindFailures: map[Kind]int{KindTransient: 5}},
+			{State: Closed, Failures: 5, LastFailure: now.Add(-time.Minute)},
+			{State: Closed, Failures: 2},
+			{State: Closed},
+		} {
+			for _, p := range []Profile{oauth, hints} {
+				b := New("p", p, nil)
+				require.NoError(t, b.Restore(r))
+				first := b.Export()
+				for step := range 4 {
+					require.NoError(t, b.Restore(first))
+					again := b.Export()
+					require.Equal(t, first, again, "%+v step %d", r, step)
+					raw, err := json.Marshal(again)
+					require.NoError(t, err)
+					var back Record
+					require.NoError(t, json.Unmarshal(raw, &back))
+					require.NoError(t, b.Restore(back))
+					viaJSON := b.Export()
+					assert.True(t, sameRecord(first, viaJSON), "%+v step %d via JSON: %+v", r, step, viaJSON)
+					time.Sleep(45 * time.Second)
+					first = b.Export() // the state may have moved on with time
+				}
+			}
+		}
+	})
+}
+
+// sameRecord compares records with time.Time.Equal for the times.
+func sameRecord(a, b Record) bool {
+	if !a.LastFailure.Equal(b.LastFailure) || !a.OpenedAt.Equal(b.OpenedAt) {
+		return false
+	}
+	a.LastFailure, b.LastFailure, a.OpenedAt, b.OpenedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
 }
 
 func TestRestoreRefuses(t *testing.T) {
@@ -198,9 +284,10 @@ func TestRestoreRefuses(t *testing.T) {
 	} {
 		err := b.Restore(r)
 		require.ErrorIs(t, err, ErrInvalidRecord)
-		var re *RecordError
+		var re *Error
 		require.ErrorAs(t, err, &re)
-		assert.Equal(t, "invalid_record", re.Code())
+		assert.Equal(t, "invalid_record", re.Code)
+		assert.Equal(t, 400, re.Status)
 	}
 	assert.Equal(t, 3, b.Status().Failures, "a refused record changes nothing")
 
@@ -211,17 +298,17 @@ func TestRestoreRefuses(t *testing.T) {
 	assert.Error(t, json.Unmarshal([]byte(`{"state":"open","kindFailures":{"bogus":1}}`), &r))
 }
 
-func TestParseState(t *testing.T) {
+func TestStateText(t *testing.T) {
 	for in, want := range map[string]State{
 		"closed": Closed, "CLOSED": Closed, "Degraded": Degraded, "OPEN": Open,
 		"half-open": HalfOpen, "HALF_OPEN": HalfOpen, " half_open ": HalfOpen,
 	} {
-		got, err := ParseState(in)
+		got, err := parseState(in)
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
 	for _, in := range []string{"", "halfopen", "state(4)"} {
-		_, err := ParseState(in)
+		_, err := parseState(in)
 		assert.Error(t, err, in)
 	}
 }
@@ -284,7 +371,7 @@ func TestSetExportRestoreRoundTrip(t *testing.T) {
 
 		var mu sync.Mutex
 		var changes []string
-		s2 := oauthSet(func(c Change) {
+		s2 := oauthSet(func(c Event) {
 			mu.Lock()
 			changes = append(changes, c.Provider+":"+c.From.String()+"→"+c.To.String())
 			mu.Unlock()

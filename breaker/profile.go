@@ -1,55 +1,23 @@
 package breaker
 
 import (
-	"strconv"
 	"time"
+
+	"github.com/routeguard/routeguard"
+	"github.com/routeguard/routeguard/internal/config"
 )
 
-// Class is a provider's credential class; it chooses the breaker profile and
-// the window-gate profile.
-type Class uint8
-
-// The credential classes. The zero value is APIKey.
-const (
-	// APIKey is a provider reached with API keys.
-	APIKey Class = iota
-	// OAuth is a provider reached with OAuth accounts.
-	OAuth
-	// Local is a provider running on the local machine or network.
-	Local
-)
-
-var classNames = [...]string{"apikey", "oauth", "local"}
-
-// String returns "apikey", "oauth" or "local".
-func (c Class) String() string {
-	if int(c) < len(classNames) {
-		return classNames[c]
-	}
-	return "class(" + strconv.Itoa(int(c)) + ")"
-}
-
-// ParseClass maps "apikey" (also "api_key", "api-key"), "oauth" and "local"
-// to a Class; anything else is APIKey with ok false.
-func ParseClass(s string) (c Class, ok bool) {
-	switch s {
-	case "apikey", "api_key", "api-key", "APIKEY", "API_KEY":
-		return APIKey, true
-	case "oauth", "OAUTH":
-		return OAuth, true
-	case "local", "LOCAL":
-		return Local, true
-	}
-	return APIKey, false
-}
-
-// Profile configures one breaker. The zero value means the generic defaults
-// noted beside each field; [Profile.Normalize] fills them in and clamps
-// (the per-kind and deduplication fields stay zero, which stands for their
-// defaults). [DefaultProfile] gives the built-in profile of each class.
+// Profile configures the breaker of one provider. As a class profile
+// ([Config.OAuth], [Config.APIKey], [Config.Local]) a zero field takes the
+// class's built-in value (see [Config]); as a per-provider profile
+// ([Config.Profiles]) it takes the generic default noted beside the field.
+// Every field is then clamped into the range its doc gives; the per-kind
+// and deduplication fields stay zero, which stands for their defaults.
 type Profile struct {
-	// DegradedAt is the failure count at which a closed breaker reports
-	// Degraded. Default: ceil(0.6·OpenAt); always clamped to [1, OpenAt−1]
+	// DegradedAt is the degraded level: the failure that brings a closed
+	// breaker's count to it (or above) makes the breaker Degraded, and the
+	// success that brings the count back to it (or below) makes it Closed
+	// again. Default: ceil(0.6·OpenAt); always clamped to [1, OpenAt−1]
 	// (1 when OpenAt is 1, where the breaker opens first).
 	DegradedAt int
 	// OpenAt is the failure count that opens the breaker. Default 5; range
@@ -73,10 +41,10 @@ type Profile struct {
 	// [KindPolicy.Cooldown]). Off by default: every open time grows from
 	// Reset.
 	Hints bool
-	// Kinds is the per-kind policy, indexed by [Kind]; the KindNone entry is
-	// ignored. The zero value means the built-in hints and no per-kind
-	// thresholds.
-	Kinds [NumKinds]KindPolicy
+	// Kinds is the per-kind policy, indexed by [Kind] (four entries,
+	// KindNone to KindQuotaExhausted); the KindNone entry is ignored. The
+	// zero value means the built-in hints and no per-kind thresholds.
+	Kinds [numKinds]KindPolicy
 	// ConnDedup is how long after a counted failure of one connection (see
 	// [Report.Conn]) further failures of that connection are not counted.
 	// Default 5 s (zero or negative); range [1 ms, 1 h]. A report without a
@@ -115,139 +83,93 @@ const (
 	maxMaxConns       = 100_000
 )
 
-// DefaultProfile returns the built-in profile of a class:
-//
-//	class   degraded  opens  reset  max multiplier  escalation
-//	OAuth   5         8      60 s   8               2
-//	APIKey  7         12     30 s   4               3
-//	Local   1         2      15 s   16              3
-//
-// Local's degraded level is OpenAt−1, so that Degraded is reachable.
-// An unknown class gets the APIKey profile.
-func DefaultProfile(c Class) Profile {
+// defaultProfile returns the built-in profile of a class (the table in
+// [Config]); Unknown and any other value get the APIKey profile.
+func defaultProfile(c routeguard.Class) Profile {
 	switch c {
-	case OAuth:
+	case routeguard.OAuth:
 		return Profile{DegradedAt: 5, OpenAt: 8, Reset: 60 * time.Second, MaxMultiplier: 8, EscalationCount: 2}
-	case Local:
+	case routeguard.Local:
 		return Profile{DegradedAt: 1, OpenAt: 2, Reset: 15 * time.Second, MaxMultiplier: 16, EscalationCount: 3}
 	}
 	return Profile{DegradedAt: 7, OpenAt: 12, Reset: 30 * time.Second, MaxMultiplier: 4, EscalationCount: 3}
 }
 
-// Normalize returns p with zero fields set to the generic defaults and every
-// field clamped to the range its doc gives. Negative values clamp to the
-// lower bound; a negative Window turns the window off.
-func (p Profile) Normalize() Profile {
+// normalize returns p with zero fields set to the generic defaults and
+// every field clamped to the range its doc gives. Negative values clamp to
+// the lower bound; a negative Window turns the window off.
+func (p Profile) normalize() Profile {
 	if p.OpenAt == 0 {
 		p.OpenAt = defaultOpenAt
 	}
-	p.OpenAt = clampInt(p.OpenAt, 1, maxOpenAt)
+	p.OpenAt = min(max(p.OpenAt, 1), maxOpenAt)
 	if p.DegradedAt == 0 {
 		p.DegradedAt = (p.OpenAt*6 + 9) / 10 // ceil(0.6·OpenAt)
 	}
-	p.DegradedAt = clampInt(p.DegradedAt, 1, max(p.OpenAt-1, 1))
+	p.DegradedAt = min(max(p.DegradedAt, 1), max(p.OpenAt-1, 1))
 	if p.Reset == 0 {
 		p.Reset = defaultReset
 	}
-	p.Reset = clampDur(p.Reset, minReset, maxReset)
+	p.Reset = min(max(p.Reset, minReset), maxReset)
 	if p.MaxMultiplier == 0 {
 		p.MaxMultiplier = defaultMultiplier
 	}
-	p.MaxMultiplier = clampInt(p.MaxMultiplier, 1, maxMultiplier)
+	p.MaxMultiplier = min(max(p.MaxMultiplier, 1), maxMultiplier)
 	if p.EscalationCount == 0 {
 		p.EscalationCount = defaultEscalation
 	}
-	p.EscalationCount = clampInt(p.EscalationCount, 1, maxEscalation)
-	if p.Window < 0 {
-		p.Window = 0
-	}
-	if p.Window != 0 {
-		p.Window = clampDur(p.Window, minWindow, maxWindow)
-	}
+	p.EscalationCount = min(max(p.EscalationCount, 1), maxEscalation)
+	p.Window = config.Dur(p.Window, 0, minWindow, maxWindow)
 	p.Kinds[KindNone] = KindPolicy{}
 	for k := range p.Kinds {
 		kp := &p.Kinds[k]
-		if kp.Cooldown > 0 {
-			kp.Cooldown = clampDur(kp.Cooldown, p.Reset, maxKindCooldown)
-		} else {
-			kp.Cooldown = 0
-		}
-		if kp.OpenAt > 0 {
-			kp.OpenAt = clampInt(kp.OpenAt, 1, maxOpenAt)
-		} else {
-			kp.OpenAt = 0
-		}
+		kp.Cooldown = config.Dur(kp.Cooldown, 0, p.Reset, maxKindCooldown)
+		kp.OpenAt = config.Int(kp.OpenAt, 0, 1, maxOpenAt)
 	}
-	if p.ConnDedup > 0 {
-		p.ConnDedup = clampDur(p.ConnDedup, minDedup, maxDedup)
-	} else {
-		p.ConnDedup = 0
-	}
-	if p.NetworkDedup > 0 {
-		p.NetworkDedup = clampDur(p.NetworkDedup, minDedup, maxDedup)
-	} else {
-		p.NetworkDedup = 0
-	}
-	if p.MaxConns > 0 {
-		p.MaxConns = clampInt(p.MaxConns, 1, maxMaxConns)
-	} else {
-		p.MaxConns = 0
-	}
+	p.ConnDedup = config.Dur(p.ConnDedup, 0, minDedup, maxDedup)
+	p.NetworkDedup = config.Dur(p.NetworkDedup, 0, minDedup, maxDedup)
+	p.MaxConns = config.Int(p.MaxConns, 0, 1, maxMaxConns)
 	return p
 }
 
 // kindBase returns the base open time after a failure of kind k: the
 // kind's cooldown (or built-in hint) with Hints on, else Reset.
 func (p Profile) kindBase(k Kind) time.Duration {
-	if !p.Hints || int(k) >= NumKinds {
+	if !p.Hints || int(k) >= numKinds {
 		return p.Reset
 	}
 	c := p.Kinds[k].Cooldown
 	if c <= 0 {
 		c = hintCooldowns[k]
 	}
-	if c <= 0 {
-		return p.Reset
-	}
-	return clampDur(c, p.Reset, max(p.Reset, maxKindCooldown))
+	return config.Dur(c, p.Reset, p.Reset, max(p.Reset, maxKindCooldown))
 }
 
 func (p Profile) connDedup() time.Duration {
-	if p.ConnDedup <= 0 {
-		return defaultConnDedup
-	}
-	return p.ConnDedup
+	return config.Dur(p.ConnDedup, defaultConnDedup, 0, maxDedup)
 }
 
 func (p Profile) networkDedup() time.Duration {
-	if p.NetworkDedup <= 0 {
-		return defaultNetDedup
-	}
-	return p.NetworkDedup
+	return config.Dur(p.NetworkDedup, defaultNetDedup, 0, maxDedup)
 }
 
-func (p Profile) maxConns() int {
-	if p.MaxConns <= 0 {
-		return defaultMaxConns
-	}
-	return p.MaxConns
-}
+func (p Profile) maxConns() int { return config.Int(p.MaxConns, defaultMaxConns, 1, maxMaxConns) }
 
-// OpenDuration returns how long a breaker stays open after its cycles-th
+// openDuration returns how long a breaker stays open after its cycles-th
 // failed probe in a row (0 when it opened from closed): Reset while cycles ≤
 // EscalationCount, then Reset·2^(cycles−EscalationCount), capped at
 // Reset·MaxMultiplier. p should be normalized.
 //
-// It is OpenDurationFor(KindNone, cycles).
-func (p Profile) OpenDuration(cycles int) time.Duration {
-	return p.OpenDurationFor(KindNone, cycles)
+// It is openDurationFor(KindNone, cycles).
+func (p Profile) openDuration(cycles int) time.Duration {
+	return p.openDurationFor(KindNone, cycles)
 }
 
-// OpenDurationFor is [Profile.OpenDuration] for a breaker whose last
+// openDurationFor is openDuration for a breaker whose last
 // counted failure had kind k: with Hints on and a cooldown for k (see
 // [KindPolicy.Cooldown]), that cooldown replaces Reset as the base, with
 // the same doubling and the cap base·MaxMultiplier. p should be normalized.
-func (p Profile) OpenDurationFor(k Kind, cycles int) time.Duration {
+func (p Profile) openDurationFor(k Kind, cycles int) time.Duration {
 	base := p.kindBase(k)
 	if cycles <= p.EscalationCount {
 		return base
@@ -260,78 +182,27 @@ func (p Profile) OpenDurationFor(k Kind, cycles int) time.Duration {
 	return min(d, limit)
 }
 
-// MaxOpenDuration is the longest open time the profile allows: the longest
+// maxOpenDuration is the longest open time the profile allows: the longest
 // base (Reset, or with Hints the longest per-kind cooldown) times
 // MaxMultiplier. p should be normalized.
-func (p Profile) MaxOpenDuration() time.Duration {
+func (p Profile) maxOpenDuration() time.Duration {
 	base := p.Reset
-	for k := range NumKinds {
+	for k := range numKinds {
 		base = max(base, p.kindBase(Kind(k)))
 	}
 	return base * time.Duration(max(p.MaxMultiplier, 1))
 }
 
-// Settings configures a [Set]. The zero value means the built-in profiles of
-// [DefaultProfile] and the defaults below.
-type Settings struct {
-	// OAuth, APIKey and Local are the profiles of the three classes. A zero
-	// field takes the value of the class's built-in profile (a zero Local
-	// DegradedAt is OpenAt−1); then [Profile.Normalize] clamps.
-	OAuth, APIKey, Local Profile
-	// MaxBreakers bounds the number of breakers a Set keeps. Default 500;
-	// range [1, 1000000].
-	MaxBreakers int
-	// IdleTTL is how long a closed breaker with no counted failures is kept
-	// after its last failure before it may be dropped. Default 30 min; range
-	// [1 min, 24 h].
-	IdleTTL time.Duration
-}
-
-// Set ranges and defaults.
-const (
-	defaultMaxBreakers = 500
-	maxMaxBreakers     = 1_000_000
-	defaultIdleTTL     = 30 * time.Minute
-	minIdleTTL         = time.Minute
-	maxIdleTTL         = 24 * time.Hour
-)
-
-// Normalize returns s with defaults filled in and every field clamped.
-func (s Settings) Normalize() Settings {
-	s.OAuth = fillProfile(s.OAuth, OAuth)
-	s.APIKey = fillProfile(s.APIKey, APIKey)
-	s.Local = fillProfile(s.Local, Local)
-	if s.MaxBreakers == 0 {
-		s.MaxBreakers = defaultMaxBreakers
-	}
-	s.MaxBreakers = clampInt(s.MaxBreakers, 1, maxMaxBreakers)
-	if s.IdleTTL == 0 {
-		s.IdleTTL = defaultIdleTTL
-	}
-	s.IdleTTL = clampDur(s.IdleTTL, minIdleTTL, maxIdleTTL)
-	return s
-}
-
-// Profile returns the normalized profile of class c.
-func (s Settings) Profile(c Class) Profile {
-	switch c {
-	case OAuth:
-		return fillProfile(s.OAuth, OAuth)
-	case Local:
-		return fillProfile(s.Local, Local)
-	}
-	return fillProfile(s.APIKey, APIKey)
-}
-
-// fillProfile sets p's zero fields from class c's built-in profile, then
-// normalizes.
-func fillProfile(p Profile, c Class) Profile {
-	d := DefaultProfile(c)
+// classProfile fills p's zero fields from class c's built-in profile, then
+// normalizes. Local's zero DegradedAt is OpenAt−1, so that Degraded is
+// reachable whatever OpenAt is.
+func classProfile(p Profile, c routeguard.Class) Profile {
+	d := defaultProfile(c)
 	if p.OpenAt == 0 {
 		p.OpenAt = d.OpenAt
 	}
 	if p.DegradedAt == 0 {
-		if c == Local {
+		if c == routeguard.Local {
 			p.DegradedAt = max(p.OpenAt-1, 1)
 		} else {
 			p.DegradedAt = d.DegradedAt
@@ -346,13 +217,5 @@ func fillProfile(p Profile, c Class) Profile {
 	if p.EscalationCount == 0 {
 		p.EscalationCount = d.EscalationCount
 	}
-	return p.Normalize()
-}
-
-func clampInt(v, lo, hi int) int {
-	return min(max(v, lo), hi)
-}
-
-func clampDur(v, lo, hi time.Duration) time.Duration {
-	return min(max(v, lo), hi)
+	return p.normalize()
 }

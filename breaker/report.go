@@ -23,70 +23,51 @@ type Report struct {
 	// QueueTimeout marks a request that timed out waiting in a local
 	// queue before it reached the provider: it never counts.
 	QueueTimeout bool
+	// At is when the result was learned, on the caller's clock: the time
+	// a done func of [Set.AllowReportAt] accounts it at. Zero means
+	// time.Now() when done is called. [Set.ReportAt] takes the time as an
+	// argument instead.
+	At time.Time
 }
 
-// Report is [Breaker.ReportAt] at time.Now().
-func (b *Breaker) Report(r Report) bool { return b.ReportAt(r, time.Now()) }
-
-// ReportAt accounts a report that belongs to no admission: a result
-// learned outside [Breaker.Allow], such as a router's record of a failed
-// attempt. It reports whether the report was accounted: false when it was
-// Ignored, filtered out, or met an open breaker.
-//
-// A failure is filtered first: a queue timeout never counts, then a
-// network error within NetworkDedup of the last counted one, then a
-// failure of a connection within ConnDedup of its last counted one. A
-// failure that passes counts as in [Breaker.Allow]'s done func, except that
-// in the half-open state it reopens the breaker (one more cycle) even when
-// a probe is out; that probe's result is then ignored. An open breaker
-// ignores it, so a direct report never restarts an open period.
-//
-// A success on a closed breaker lowers the count and clears the
-// connection's deduplication entry; on a half-open breaker it closes it;
-// an open breaker ignores it. An Ignored report changes nothing.
-//
-// now is the time of the report: the deduplication windows and the failure
-// time are measured with it. The breaker's open and probe periods follow
-// the wall clock (see the package doc), so now should normally be
-// time.Now().
-func (b *Breaker) ReportAt(r Report, now time.Time) bool {
+// ReportAt is [Set.ReportAt] for this breaker.
+func (b *circuit) ReportAt(r Report, now time.Time) bool {
 	if (r.Outcome != Success && r.Outcome != Failure) || r.QueueTimeout {
 		return false
 	}
-	wall := time.Now()
 	b.mu.Lock()
-	b.refreshLocked(wall)
-	counted := b.directLocked(r, now, wall)
-	b.unlockAndNotify(wall)
+	now = b.clockLocked(now)
+	b.refreshLocked(now)
+	counted := b.directLocked(r, now)
+	b.unlockAndNotify(now)
 	return counted
 }
 
-// directLocked applies a direct report; see ReportAt.
-func (b *Breaker) directLocked(r Report, now, wall time.Time) bool {
+// directLocked applies a direct report at now; see ReportAt.
+func (b *circuit) directLocked(r Report, now time.Time) bool {
 	if r.Outcome == Failure && !b.passLocked(r, now) {
 		return false
 	}
-	st, _ := b.stateLocked(wall)
-	if st == Open {
+	if b.state == Open {
 		return false
 	}
 	if r.Outcome == Success && r.Conn != "" {
 		delete(b.conns, r.Conn)
 	}
 	switch {
-	case st.Admits():
+	case b.state.admits():
 		b.closedLocked(r.Outcome, r.Kind, now)
 	case r.Outcome == Success:
-		b.closeHalfOpenLocked()
+		b.closeLocked()
 	default:
-		b.failHalfOpenLocked(r.Kind, now)
+		b.reopenLocked(r.Kind, now)
 	}
 	return true
 }
 
 // passLocked applies the failure filters of r at now and records what
 // passes.
-func (b *Breaker) passLocked(r Report, now time.Time) bool {
+func (b *circuit) passLocked(r Report, now time.Time) bool {
 	if r.QueueTimeout {
 		return false
 	}
@@ -109,7 +90,7 @@ func (b *Breaker) passLocked(r Report, now time.Time) bool {
 // rememberConnLocked records conn's counted failure at now, keeping at most
 // MaxConns entries: when full, it drops the entries older than the window
 // w, then the oldest one.
-func (b *Breaker) rememberConnLocked(conn string, now time.Time, w time.Duration) {
+func (b *circuit) rememberConnLocked(conn string, now time.Time, w time.Duration) {
 	if b.conns == nil {
 		b.conns = make(map[string]time.Time)
 	}
@@ -134,7 +115,7 @@ func (b *Breaker) rememberConnLocked(conn string, now time.Time, w time.Duration
 }
 
 // dedupLen returns the number of connections kept for deduplication.
-func (b *Breaker) dedupLen() int {
+func (b *circuit) dedupLen() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.conns)

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/routeguard/routeguard"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -55,7 +56,7 @@ func TestScenarioFailureDedup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewSet(Config{ClassOf: func(string) Class { return OAuth }})
+			s := NewSet(Config{ClassOf: func(string) routeguard.Class { return OAuth }})
 			for i, tr := range tc.reports {
 				got := s.ReportAt("p", tr.r, t0.Add(tr.at))
 				assert.Equal(t, tc.counted[i], got, "report %d counted", i)
@@ -130,7 +131,7 @@ func TestReportWhileHalfOpen(t *testing.T) {
 // requests, never for the probe.
 func TestAllowReportDedup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := DefaultProfile(Local) // degraded 1, opens at 2, reset 15 s
+		p := defaultProfile(Local) // degraded 1, opens at 2, reset 15 s
 		b := New("p", p, nil)
 		for range 3 {
 			done, err := b.AllowReport()

@@ -6,121 +6,266 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
-// Config configures a [Set]. The zero value is usable: built-in profiles,
-// every provider of class APIKey, no hook.
+// Config configures a [Set]. The zero value is usable: the built-in class
+// profiles below, every provider of class APIKey, at most 500 breakers, no
+// hook. [NewSet] normalizes it with [Config.Normalize].
+//
+// A provider's profile is Profiles[provider] when set, else the profile of
+// its credential class ([routeguard.Class], from ClassOf). The built-in
+// class profiles are:
+//
+//	class   degraded  opens  reset  max multiplier  escalation
+//	OAuth   5         8      60 s   8               2
+//	APIKey  7         12     30 s   4               3
+//	Local   1         2      15 s   16              3
+//
+// Local's degraded level is OpenAt−1, so that Degraded is reachable. A
+// provider whose class is [routeguard.Unknown] (or any value the package
+// does not know) gets the APIKey profile.
 type Config struct {
-	// Settings holds the class profiles and the Set's bounds; it is
-	// normalized by NewSet.
-	Settings Settings
-	// ClassOf returns a provider's credential class. Nil: APIKey for all.
-	ClassOf func(provider string) Class
-	// Profiles replaces the class profile of the named providers; each is
-	// normalized with [Profile.Normalize].
+	// OAuth, APIKey and Local are the profiles of the three classes. A zero
+	// field takes the value of the class's built-in profile (a zero Local
+	// DegradedAt is OpenAt−1); then every field is clamped into the range
+	// [Profile] gives.
+	OAuth, APIKey, Local Profile
+	// Profiles replaces the class profile of the named providers. Their
+	// zero fields take the generic defaults of [Profile] (not the class's).
 	Profiles map[string]Profile
-	// OnStateChange, if not nil, is called after every state change of any
-	// breaker of the Set, outside every lock, from the goroutine that caused
-	// or observed the change.
-	OnStateChange func(Change)
+	// ClassOf returns a provider's credential class. Nil: APIKey for all.
+	// Unknown is treated as APIKey.
+	ClassOf func(provider string) routeguard.Class
+	// MaxBreakers bounds the number of breakers a Set keeps. Default 500
+	// (zero); range [1, 1000000] (a negative value is 1).
+	MaxBreakers int
+	// IdleTTL is how long a closed breaker with no counted failures is kept
+	// after its last failure before it may be dropped. Default 30 min
+	// (zero); range [1 min, 24 h] (a negative value is 1 min).
+	IdleTTL time.Duration
+	// OnChange, if not nil, is called after every state change of any
+	// breaker of the Set, and when the Set drops a breaker to make room
+	// (an [Event] with Removed set). It is called synchronously, after every
+	// lock of the Set and its breakers is released, from the goroutine that
+	// caused or observed the change, in the order of that goroutine's
+	// changes. It must not block; it may call back into the Set.
+	OnChange func(Event)
 }
 
-// Set holds one [Breaker] per provider, created on first use with the
-// profile of the provider's class. It keeps at most Settings.MaxBreakers
-// breakers: when full, it first drops closed breakers with no counted
-// failure and no failure within Settings.IdleTTL, then the closed breaker
-// whose last failure is oldest, and only when every breaker is open or
-// half-open the one whose last failure is oldest.
+// Set ranges and defaults.
+const (
+	defaultMaxBreakers = 500
+	maxMaxBreakers     = 1_000_000
+	defaultIdleTTL     = 30 * time.Minute
+	minIdleTTL         = time.Minute
+	maxIdleTTL         = 24 * time.Hour
+)
+
+// Normalize returns a copy of c with every default filled in and every
+// field clamped: the class profiles as the [Config] doc says, each of
+// Profiles from the generic defaults (in a new map), MaxBreakers and
+// IdleTTL. It never changes c.
+func (c Config) Normalize() Config {
+	c.OAuth = classProfile(c.OAuth, routeguard.OAuth)
+	c.APIKey = classProfile(c.APIKey, routeguard.APIKey)
+	c.Local = classProfile(c.Local, routeguard.Local)
+	if len(c.Profiles) > 0 {
+		m := make(map[string]Profile, len(c.Profiles))
+		for name, p := range c.Profiles {
+			m[name] = p.normalize()
+		}
+		c.Profiles = m
+	}
+	if c.MaxBreakers == 0 {
+		c.MaxBreakers = defaultMaxBreakers
+	}
+	c.MaxBreakers = min(max(c.MaxBreakers, 1), maxMaxBreakers)
+	if c.IdleTTL == 0 {
+		c.IdleTTL = defaultIdleTTL
+	}
+	c.IdleTTL = min(max(c.IdleTTL, minIdleTTL), maxIdleTTL)
+	return c
+}
+
+// classProfile returns the normalized profile of class cl; c must be
+// normalized.
+func (c *Config) classProfile(cl routeguard.Class) Profile {
+	switch cl {
+	case routeguard.OAuth:
+		return c.OAuth
+	case routeguard.Local:
+		return c.Local
+	}
+	return c.APIKey
+}
+
+// Set holds the circuit breakers of a gateway, one per provider, each
+// created on first use with the profile of its provider. Ask with
+// [Set.AllowReportAt] before each request and report the request's result
+// through the done func it returns; record results learned elsewhere with
+// [Set.ReportAt]; read a state with [Set.StateAt].
 //
-// A Set is safe for concurrent use; lookups of existing breakers share a
-// read lock and allocate nothing.
+// It keeps at most Config.MaxBreakers breakers: when full, it first drops
+// closed breakers with no counted failure and no failure within
+// Config.IdleTTL, then the closed breaker whose last failure is oldest, and
+// only when every breaker is open or half-open the one whose last failure
+// is oldest. It keeps its breakers in that order, so a new breaker costs
+// O(log n) whatever the number held.
+//
+// A Set is created with [NewSet]; the zero value is not usable. It is safe
+// for concurrent use; lookups of existing breakers share a read lock and
+// allocate nothing.
 type Set struct {
-	s        Settings
-	classOf  func(string) Class
-	profiles map[string]Profile
-	hook     func(Change)
+	cfg Config // normalized
 
 	mu sync.RWMutex
-	m  map[string]*Breaker
+	m  map[string]*circuit
+	// order holds every breaker of m, in the heap of its eviction rank by
+	// last failure (see [circuit.evictKeyLocked]), as of the last time the
+	// Set read the keys; guarded by mu.
+	order [3]minHeap[circuit]
+
+	// dirty lists the breakers whose eviction key changed since the Set
+	// last read it. Breakers append to it under their own lock, so it has
+	// a lock of its own, taken after theirs and after mu.
+	dirtyMu sync.Mutex
+	dirty   []*circuit
 }
 
-// NewSet returns an empty Set configured by cfg.
-func NewSet(cfg Config) *Set {
-	s := &Set{
-		s:       cfg.Settings.Normalize(),
-		classOf: cfg.ClassOf,
-		hook:    cfg.OnStateChange,
-		m:       make(map[string]*Breaker),
-	}
-	if len(cfg.Profiles) > 0 {
-		s.profiles = make(map[string]Profile, len(cfg.Profiles))
-		for name, p := range cfg.Profiles {
-			s.profiles[name] = p.Normalize()
+func setPos(b *circuit) *int { return &b.setPos }
+
+// changed queues b, whose eviction key changed; b.mu is held.
+func (s *Set) changed(b *circuit) {
+	s.dirtyMu.Lock()
+	s.dirty = append(s.dirty, b)
+	s.dirtyMu.Unlock()
+}
+
+// refreshOrderLocked re-orders the breakers whose eviction key changed
+// since the last call. s.mu is held for writing.
+func (s *Set) refreshOrderLocked() {
+	s.dirtyMu.Lock()
+	list := s.dirty
+	s.dirty = nil
+	s.dirtyMu.Unlock()
+	for _, b := range list {
+		b.mu.Lock()
+		b.queued = false
+		rank, last := b.evRank, b.evLast
+		b.mu.Unlock()
+		if s.order[b.setRank].Has(b) {
+			s.order[b.setRank].Remove(b)
+			b.setRank, b.setLast = rank, last
+			s.order[rank].Set(b, stamp(last))
 		}
+	}
+}
+
+// NewSet returns an empty Set configured by cfg (normalized with
+// [Config.Normalize]).
+func NewSet(cfg Config) *Set {
+	s := &Set{cfg: cfg.Normalize(), m: make(map[string]*circuit)}
+	for i := range s.order {
+		s.order[i].pos = setPos
 	}
 	return s
 }
 
-// ProfileOf returns the profile a breaker for provider has or would get.
-func (s *Set) ProfileOf(provider string) Profile {
-	if p, ok := s.profiles[provider]; ok {
+// profileOf returns the profile a breaker for provider has or would get.
+func (s *Set) profileOf(provider string) Profile {
+	if p, ok := s.cfg.Profiles[provider]; ok {
 		return p
 	}
-	c := APIKey
-	if s.classOf != nil {
-		c = s.classOf(provider)
+	c := routeguard.APIKey
+	if s.cfg.ClassOf != nil {
+		c = s.cfg.ClassOf(provider)
 	}
-	return s.s.Profile(c)
+	return s.cfg.classProfile(c)
 }
 
 // lookup returns the breaker of provider, or nil.
-func (s *Set) lookup(provider string) *Breaker {
+func (s *Set) lookup(provider string) *circuit {
 	s.mu.RLock()
 	b := s.m[provider]
 	s.mu.RUnlock()
 	return b
 }
 
-// Get returns the breaker of provider, creating it if needed.
-func (s *Set) Get(provider string) *Breaker {
+// getAt returns the breaker of provider, creating it if needed. When the
+// Set is full, the breakers it drops are judged at now (zero: time.Now()),
+// and the hook hears of each one after the Set's lock is released.
+func (s *Set) getAt(provider string, now time.Time) *circuit {
 	if b := s.lookup(provider); b != nil {
 		return b
 	}
-	nb := New(provider, s.ProfileOf(provider), s.hook)
+	nb := newCircuit(provider, s.profileOf(provider), s.cfg.OnChange)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if b := s.m[provider]; b != nil {
+		s.mu.Unlock()
 		return b
 	}
-	if len(s.m) >= s.s.MaxBreakers {
-		s.evictLocked(time.Now())
+	var dropped []*circuit
+	if len(s.m) >= s.cfg.MaxBreakers {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		dropped = s.evictLocked(now)
 	}
+	nb.owner = s // nb is not shared yet
 	s.m[provider] = nb
+	s.order[0].Set(nb, stamp(time.Time{})) // a new breaker is idle
+	s.mu.Unlock()
+	for _, b := range dropped {
+		b.removed(now)
+	}
 	return nb
 }
 
-// Allow asks provider's breaker (creating it on first use); see
-// [Breaker.Allow].
-func (s *Set) Allow(provider string) (done func(Outcome), err error) {
-	return s.Get(provider).Allow()
+// AllowReportAt asks at now whether a request may go to provider (creating
+// its breaker on first use). If so, it returns a done func that must be
+// called at most once with the request's [Report]; the report is accounted
+// at its At time (zero: time.Now() when done is called). Not calling done
+// for a half-open probe holds the probe slot until the profile's reset
+// time has passed. If not, it returns a nil done and an [*Error] with code
+// [CodeOpen] (matching [ErrOpen]) that carries the time until a probe is
+// allowed and the kind of the last failure.
+//
+// The report is filtered as [Set.ReportAt] filters it (queue timeouts,
+// network and per-connection deduplication), except that a probe's failure
+// is never deduplicated and a probe's queue timeout only frees the probe
+// slot. A zero now means time.Now(). Admitting a request to a closed
+// breaker costs one small allocation (the done func).
+func (s *Set) AllowReportAt(provider string, now time.Time) (done func(Report), err error) {
+	return s.getAt(provider, now).AllowReportAt(now)
 }
 
-// AllowReport asks provider's breaker (creating it on first use); see
-// [Breaker.AllowReport].
-func (s *Set) AllowReport(provider string) (done func(Report), err error) {
-	return s.Get(provider).AllowReport()
-}
-
-// Report is [Set.ReportAt] at time.Now().
-func (s *Set) Report(provider string, r Report) bool {
-	return s.ReportAt(provider, r, time.Now())
-}
-
-// ReportAt accounts a report that belongs to no admission on provider's
-// breaker; see [Breaker.ReportAt]. An empty provider and the provider
-// "unknown" are ignored. A failure creates the breaker on first use; a
-// success for a provider without a breaker changes nothing and creates
-// none. It reports whether the report was accounted.
+// ReportAt accounts at now a report that belongs to no admission: a result
+// learned outside [Set.AllowReportAt], such as a router's record of a
+// failed attempt. It reports whether the report was accounted: false when
+// it was Ignored, filtered out, or met an open breaker.
+//
+// An empty provider and the provider "unknown" are ignored. A failure
+// creates the breaker on first use; a success for a provider without a
+// breaker changes nothing and creates none.
+//
+// A failure is filtered first: a queue timeout never counts, then a
+// network error within Profile.NetworkDedup of the last counted one, then
+// a failure of a connection within Profile.ConnDedup of its last counted
+// one. A failure that passes counts as in AllowReportAt's done func,
+// except that in the half-open state it reopens the breaker (one more
+// cycle) even when a probe is out; that probe's result is then ignored. An
+// open breaker ignores it, so a direct report never restarts an open
+// period.
+//
+// A success on a closed breaker lowers the count and clears the
+// connection's deduplication entry; on a half-open breaker it closes it;
+// an open breaker ignores it. An Ignored report changes nothing.
+//
+// now is the time of the report (r.At is not read; a zero now means
+// time.Now()): the deduplication windows, the failure time and the open
+// and probe periods are all measured with it.
 func (s *Set) ReportAt(provider string, r Report, now time.Time) bool {
 	if provider == "" || provider == "unknown" {
 		return false
@@ -130,33 +275,29 @@ func (s *Set) ReportAt(provider string, r Report, now time.Time) bool {
 		if r.Outcome != Failure || r.QueueTimeout {
 			return false
 		}
-		b = s.Get(provider)
+		b = s.getAt(provider, now)
 	}
 	return b.ReportAt(r, now)
 }
 
-// State returns provider's state and the time until it admits a request,
-// without creating a breaker: an unknown provider is Closed with zero wait.
-// It does not allocate; see [Breaker.State].
-func (s *Set) State(provider string) (State, time.Duration) {
+// StateAt returns provider's state at now and how long until it admits a
+// request (zero when it admits one now; for a half-open breaker whose probe
+// is out, the time until the probe slot is re-issued). It creates no
+// breaker: an unknown provider is Closed with zero wait. It changes nothing
+// but the lazy refreshes every call makes (an open period that has ended
+// turns half-open), and it does not allocate. A zero now means time.Now().
+func (s *Set) StateAt(provider string, now time.Time) (State, time.Duration) {
 	if b := s.lookup(provider); b != nil {
-		return b.State()
+		return b.StateAt(now)
 	}
 	return Closed, 0
 }
 
-// Len returns the number of breakers held.
-func (s *Set) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.m)
-}
-
 // breakers returns the held breakers; callers query them after the Set's
 // lock is released, so hooks never run under it.
-func (s *Set) breakers() []*Breaker {
+func (s *Set) breakers() []*circuit {
 	s.mu.RLock()
-	list := make([]*Breaker, 0, len(s.m))
+	list := make([]*circuit, 0, len(s.m))
 	for _, b := range s.m {
 		list = append(list, b)
 	}
@@ -164,132 +305,125 @@ func (s *Set) breakers() []*Breaker {
 	return list
 }
 
-// Snapshot returns the status of every breaker, sorted by provider.
-func (s *Set) Snapshot() []Status {
-	list := s.breakers()
-	out := make([]Status, 0, len(list))
-	for _, b := range list {
-		out = append(out, b.Status())
-	}
-	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Provider, b.Provider) })
-	return out
-}
-
-// Export returns the durable state of every breaker, sorted by provider,
-// for a store to keep; see [Breaker.Export].
-func (s *Set) Export() []Record {
+// SnapshotAt returns the state of every breaker at now as a [Record],
+// sorted by provider: for a health page, and for a store to keep
+// ([Set.RestoreAt] puts the records back). It makes the lazy refreshes of
+// [Set.StateAt] first, so an open period that has ended by now is given as
+// HalfOpen (with the OpenedAt of that period). Taking a snapshot, restoring
+// it and taking another at the same now gives the same records, except
+// that a probe in flight is not restored (its slot comes back free). A
+// zero now means time.Now().
+func (s *Set) SnapshotAt(now time.Time) []Record {
 	list := s.breakers()
 	out := make([]Record, 0, len(list))
 	for _, b := range list {
-		out = append(out, b.Export())
+		out = append(out, b.SnapshotAt(now))
 	}
 	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Provider, b.Provider) })
 	return out
 }
 
-// Restore restores each record into its provider's breaker, creating the
-// breaker (with the provider's profile) if needed; see [Breaker.Restore].
-// A record with an empty provider or one Breaker.Restore refuses is skipped
-// and reported; the others are restored. The error joins one
-// [*RecordError] per skipped record and matches [ErrInvalidRecord].
+// RestoreAt restores each record at now into its provider's breaker,
+// creating the breaker (with the provider's profile) if needed, as if the
+// breaker had lived through it: requests admitted before are reported
+// under an older generation and ignored. A zero now means time.Now().
 //
-// Restoring more providers than Settings.MaxBreakers evicts as [Set.Get]
-// does: idle and closed breakers go first.
-func (s *Set) Restore(records []Record) error {
+// An Open record stays open until OpenedAt (or LastFailure) plus the open
+// time its profile gives for its cycles and last kind, measured on the
+// caller's clock, then turns half-open, keeping OpenedAt; an Open record
+// with no time at all is half-open at once, with OpenedAt now. A HalfOpen
+// record is half-open with its probe slot free and its OpenedAt (or
+// LastFailure, or now). A Closed or Degraded record is closed with its
+// count: Degraded when the count is above the profile's degraded level,
+// Closed when it is below, and the record's state when it is at the level
+// (a breaker that has just come back to its level is Closed, one that has
+// just reached it Degraded).
+//
+// RestoreAt clamps what it can: counts below zero to zero; the count to
+// [0, OpenAt], and for a closed record to OpenAt−1 (so that only a new
+// failure opens it); cycles to [0, 10000] and to 0 for a closed record;
+// times after now to now; an unknown kind to KindNone; kind counts to
+// [0, 1000]. With a counting window, restored failures count as if they
+// all happened at LastFailure. RetryAfter and ProbeInFlight are not read.
+//
+// A record with an empty provider or an unknown State is skipped, changing
+// nothing; the others are restored. The error joins one [*Error] with code
+// [CodeInvalidRecord] per skipped record and matches [ErrInvalidRecord].
+// Restoring more providers than Config.MaxBreakers evicts as a new
+// provider does: idle and closed breakers go first.
+func (s *Set) RestoreAt(records []Record, now time.Time) error {
 	var errs []error
 	for _, r := range records {
 		if r.Provider == "" {
-			errs = append(errs, &RecordError{Reason: "no provider"})
+			errs = append(errs, recordError("", "no provider"))
 			continue
 		}
 		if r.State > HalfOpen {
-			errs = append(errs, &RecordError{Provider: r.Provider, Reason: "unknown state " + r.State.String()})
+			errs = append(errs, recordError(r.Provider, "unknown state "+r.State.String()))
 			continue
 		}
-		if err := s.Get(r.Provider).Restore(r); err != nil {
+		if err := s.getAt(r.Provider, now).RestoreAt(r, now); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Summary counts breakers by state the way a health page shows them:
-// Degraded breakers count as Closed.
-type Summary struct {
-	Open     int `json:"open"`
-	HalfOpen int `json:"halfOpen"`
-	Closed   int `json:"closed"`
-	Total    int `json:"total"`
-}
-
-// Summarize counts the statuses of a snapshot.
-func Summarize(statuses []Status) Summary {
-	var sum Summary
-	for _, st := range statuses {
-		switch st.State {
-		case Open:
-			sum.Open++
-		case HalfOpen:
-			sum.HalfOpen++
-		default:
-			sum.Closed++
-		}
-	}
-	sum.Total = len(statuses)
-	return sum
-}
-
-// Reset closes provider's breaker and clears its counts; it reports whether
-// the Set held one.
-func (s *Set) Reset(provider string) bool {
+// ResetAt closes provider's breaker and clears its count, cycles and
+// failure time at now; results of requests admitted before are ignored. It
+// reports whether the Set held a breaker for provider. A zero now means
+// time.Now().
+func (s *Set) ResetAt(provider string, now time.Time) bool {
 	b := s.lookup(provider)
 	if b == nil {
 		return false
 	}
-	b.Reset()
+	b.ResetAt(now)
 	return true
 }
 
-// ResetAll closes every breaker and clears its counts, keeping them in the
-// Set, and returns how many it reset.
-func (s *Set) ResetAll() int {
+// ResetAllAt closes every breaker and clears its counts at now, keeping
+// them in the Set, and returns how many it reset. A zero now means
+// time.Now().
+func (s *Set) ResetAllAt(now time.Time) int {
 	list := s.breakers()
 	for _, b := range list {
-		b.Reset()
+		b.ResetAt(now)
 	}
 	return len(list)
 }
 
-// evictLocked makes room for one breaker. It reads breaker fields under
-// each breaker's lock but never refreshes, so no hook runs under s.mu.
-func (s *Set) evictLocked(now time.Time) {
-	cut := now.Add(-s.s.IdleTTL)
-	var (
-		victim     string
-		victimRank int
-		victimLast time.Time
-	)
-	first := true
-	for name, b := range s.m {
+// evictLocked makes room for one breaker and returns the breakers it
+// dropped: every idle breaker whose last failure is IdleTTL old, then, if
+// the Set is still full, the one with the least eviction key. It costs
+// O(log n) per breaker re-ordered or dropped. It never refreshes a
+// breaker, so no hook runs under s.mu.
+func (s *Set) evictLocked(now time.Time) []*circuit {
+	s.refreshOrderLocked()
+	cut := now.Add(-s.cfg.IdleTTL)
+	var dropped []*circuit
+	tell := s.cfg.OnChange != nil
+	drop := func(b *circuit) {
+		s.order[b.setRank].Remove(b)
+		delete(s.m, b.name)
 		b.mu.Lock()
-		idle, closed, last := b.idleLocked(), b.isClosedLocked(), b.lastFailure
+		b.owner = nil
 		b.mu.Unlock()
-		if idle && !last.After(cut) {
-			delete(s.m, name) // expired: drop every one found
-			continue
-		}
-		rank := 2 // open or half-open
-		switch {
-		case idle:
-			rank = 0
-		case closed:
-			rank = 1
-		}
-		if first || rank < victimRank || (rank == victimRank && last.Before(victimLast)) {
-			victim, victimRank, victimLast, first = name, rank, last, false
+		if tell {
+			dropped = append(dropped, b)
 		}
 	}
-	if len(s.m) >= s.s.MaxBreakers && !first {
-		delete(s.m, victim)
+	for b, _ := s.order[0].Top(); b != nil && !b.setLast.After(cut); b, _ = s.order[0].Top() {
+		drop(b) // expired: every one goes
 	}
+	if len(s.m) < s.cfg.MaxBreakers {
+		return dropped
+	}
+	for i := range s.order {
+		if b, _ := s.order[i].Top(); b != nil {
+			drop(b)
+			break
+		}
+	}
+	return dropped
 }

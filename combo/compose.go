@@ -7,16 +7,15 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
 
 // Defaults and ranges of [Fusion].
 const (
-	DefaultFusionMinPanel = 2
-	DefaultFusionGrace    = 8 * time.Second
-	DefaultFusionHardCap  = 90 * time.Second
+	defaultFusionMinPanel = 2
+	defaultFusionGrace    = 8 * time.Second
+	defaultFusionHardCap  = 90 * time.Second
 
 	maxFusionGrace   = 10 * time.Minute
 	maxFusionHardCap = 30 * time.Minute
@@ -36,11 +35,6 @@ type Answer struct {
 	// Emergency reports that the emergency fallback gave the answer.
 	Emergency bool
 }
-
-// JudgeFunc synthesises one answer from the answers of a fusion panel (two
-// or more, in panel order). It usually asks a judge model and returns its
-// answer.
-type JudgeFunc func(ctx context.Context, answers []Answer) (Answer, error)
 
 // Fusion fans one request out to a panel of targets in parallel and lets a
 // judge synthesise their answers. Once MinPanel legs have answered, the
@@ -63,9 +57,10 @@ type Fusion struct {
 	// HardCap bounds the whole panel. Default 90 s; Normalize clamps to
 	// [1 s, 30 min].
 	HardCap time.Duration
-	// Judge synthesises two or more answers; nil returns the first of them
-	// in panel order.
-	Judge JudgeFunc
+	// Judge synthesises one answer from two or more answers of the panel,
+	// in panel order, usually by asking a judge model; nil returns the
+	// first of them.
+	Judge func(ctx context.Context, answers []Answer) (Answer, error)
 	// JudgeTarget serves requests that carry tools, alone; nil means
 	// Panel[0].
 	JudgeTarget *Target
@@ -73,69 +68,30 @@ type Fusion struct {
 	Settings Settings
 }
 
-// Normalize returns f with defaults filled in and values clamped.
-func (f Fusion) Normalize() Fusion {
+// normalize returns f with defaults filled in and values clamped.
+func (f Fusion) normalize() Fusion {
 	n := len(f.Panel)
 	if f.MinPanel <= 0 {
-		f.MinPanel = DefaultFusionMinPanel
+		f.MinPanel = defaultFusionMinPanel
 	}
 	f.MinPanel = max(f.MinPanel, 2)
 	f.MinPanel = min(f.MinPanel, n)
 	if f.Grace <= 0 {
-		f.Grace = DefaultFusionGrace
+		f.Grace = defaultFusionGrace
 	}
 	f.Grace = min(f.Grace, maxFusionGrace)
 	if f.HardCap <= 0 {
-		f.HardCap = DefaultFusionHardCap
+		f.HardCap = defaultFusionHardCap
 	}
 	f.HardCap = min(max(f.HardCap, time.Second), maxFusionHardCap)
 	return f
 }
 
-// ErrNoPanelAnswer is matched by a [ComposeError] for a fusion whose panel
-// gave no answer.
-var ErrNoPanelAnswer = errors.New("combo: no panel answer")
-
-// ComposeError is the failure of a composition: a fusion panel without any
-// answer (status 503, code fusion_no_answers), a pipeline step that failed
-// (the step's own status, code pipeline_step_failed), or a pipeline without
-// steps (status 404, code pipeline_no_steps).
-type ComposeError struct {
-	Status int
-	Code   string
-	// Step is the failed pipeline step, from 0; -1 for a fusion or a
-	// pipeline without steps.
-	Step int
-	// Errs are the failures of the legs or the step.
-	Errs []error
-}
-
-// Error describes the failure: its code, the pipeline step if any, and the
-// failures of the legs or the step.
-func (e *ComposeError) Error() string {
-	msg := "combo: " + e.Code
-	if e.Step >= 0 {
-		msg += " at step " + strconv.Itoa(e.Step)
-	}
-	if len(e.Errs) > 0 {
-		msg += ": " + errors.Join(e.Errs...).Error()
-	}
-	return msg
-}
-
-// Is matches ErrNoPanelAnswer for an empty fusion.
-func (e *ComposeError) Is(target error) bool {
-	return target == ErrNoPanelAnswer && e.Code == "fusion_no_answers"
-}
-
-// Unwrap returns the failures of the legs or the step.
-func (e *ComposeError) Unwrap() []error { return e.Errs }
-
 // leg routes req to the single target t and reads its answer. A panel leg
 // (emergency false) never takes the emergency fallback on its own: the
 // fusion takes it once, when no leg answered.
 func (r *Router) leg(ctx context.Context, name string, t Target, set Settings, req Request, send SendFunc, emergency bool) (Answer, error) {
-	req.Combo = &Combo{Name: name, Strategy: StrategyPriority, Targets: []Target{t}, Settings: set}
+	req.Combo = &Combo{Name: name, Strategy: strategyPriority, Targets: []Target{t}, Settings: set}
 	do := r.dispatch
 	if emergency {
 		do = r.Do
@@ -168,13 +124,13 @@ func readAnswer(res *Result) (Answer, error) {
 // emergency fallback one by one: when no leg answered and a leg's failure
 // triggers it, the request is sent once to the emergency target (see
 // [EmergencyFallback]) and its answer returned; otherwise the error is a
-// [ComposeError] (503, matching [ErrNoPanelAnswer]).
+// [*Error] (503, [CodeFusionNoAnswers], matching [ErrNoPanelAnswer]).
 // Every leg has ended when Fuse returns. If ctx ends first, its error is
 // returned.
 func (r *Router) Fuse(ctx context.Context, f *Fusion, req Request, send SendFunc) (Answer, error) {
-	cfg := f.Normalize()
+	cfg := f.normalize()
 	if len(cfg.Panel) == 0 {
-		return Answer{}, &ComposeError{Status: http.StatusServiceUnavailable, Code: "fusion_no_answers", Step: -1}
+		return Answer{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeFusionNoAnswers, Combo: f.Name, Step: -1}
 	}
 	if req.Tools > 0 {
 		t := cfg.Panel[0]
@@ -256,7 +212,7 @@ collect:
 				break // asked once, and it failed too
 			}
 		}
-		return Answer{}, &ComposeError{Status: http.StatusServiceUnavailable, Code: "fusion_no_answers", Step: -1, Errs: errs}
+		return Answer{}, &Error{Status: http.StatusServiceUnavailable, Code: CodeFusionNoAnswers, Combo: f.Name, Step: -1, Errs: errs}
 	case 1:
 		return got[0].a, nil
 	}
@@ -271,9 +227,6 @@ collect:
 	return cfg.Judge(ctx, answers)
 }
 
-// StepSendFunc sends one pipeline step's input to one target.
-type StepSendFunc func(ctx context.Context, t *Target, step int, input []byte) (*http.Response, error)
-
 // Pipeline runs combos in sequence: the answer of each step, turned into an
 // input by Next, is the input of the following step; only the last answer
 // is returned. Each step is a full request through [Router.Do] over its
@@ -286,12 +239,13 @@ type Pipeline struct {
 }
 
 // Run runs p for req, starting from input. A failed step ends the run with
-// a [ComposeError] naming it (its status is the step's upstream or terminal
+// an [*Error] ([CodePipelineStepFailed]) naming it (its status is the step's upstream or terminal
 // status, 502 otherwise); a context error is returned as it is. A pipeline
-// without steps fails with a ComposeError (404, pipeline_no_steps).
-func (p *Pipeline) Run(ctx context.Context, r *Router, req Request, input []byte, send StepSendFunc) (Answer, error) {
+// without steps fails with an [*Error] (404, [CodePipelineNoSteps]).
+func (p *Pipeline) Run(ctx context.Context, r *Router, req Request, input []byte,
+	send func(ctx context.Context, t *Target, step int, input []byte) (*http.Response, error)) (Answer, error) {
 	if len(p.Steps) == 0 {
-		return Answer{}, &ComposeError{Status: http.StatusNotFound, Code: "pipeline_no_steps", Step: -1}
+		return Answer{}, &Error{Status: http.StatusNotFound, Code: CodePipelineNoSteps, Step: -1}
 	}
 	var last Answer
 	for i, c := range p.Steps {
@@ -299,7 +253,7 @@ func (p *Pipeline) Run(ctx context.Context, r *Router, req Request, input []byte
 			if p.Next != nil {
 				in, err := p.Next(ctx, i-1, last)
 				if err != nil {
-					return last, &ComposeError{Status: http.StatusBadGateway, Code: "pipeline_step_failed", Step: i, Errs: []error{err}}
+					return last, &Error{Status: http.StatusBadGateway, Code: CodePipelineStepFailed, Step: i, Errs: []error{err}}
 				}
 				input = in
 			} else {
@@ -318,7 +272,7 @@ func (p *Pipeline) Run(ctx context.Context, r *Router, req Request, input []byte
 			if ctx.Err() != nil {
 				return last, ctx.Err()
 			}
-			return last, &ComposeError{Status: statusOf(err), Code: "pipeline_step_failed", Step: i, Errs: []error{err}}
+			return last, &Error{Status: statusOf(err), Code: CodePipelineStepFailed, Step: i, Errs: []error{err}}
 		}
 	}
 	return last, nil
@@ -326,13 +280,8 @@ func (p *Pipeline) Run(ctx context.Context, r *Router, req Request, input []byte
 
 // statusOf is the HTTP status a routing error stands for.
 func statusOf(err error) int {
-	var ue *UpstreamError
-	var te *TerminalError
-	switch {
-	case errors.As(err, &ue):
-		return ue.Status
-	case errors.As(err, &te):
-		return te.Status
+	if e, ok := errors.AsType[*Error](err); ok && e.Status != 0 {
+		return e.Status
 	}
 	return http.StatusBadGateway
 }
@@ -347,19 +296,13 @@ type Handoff struct {
 	Result *Result
 }
 
-// HandoffFunc is a context-relay hook, for example one that writes a
-// summary of the conversation for the next targets.
-type HandoffFunc func(ctx context.Context, h Handoff)
-
 // Relay routes req in declared (priority) order, whatever the combo's
 // strategy, and after a success calls hook, before returning, with the
-// serving target and the ones after it.
-func (r *Router) Relay(ctx context.Context, req Request, send SendFunc, hook HandoffFunc) (*Result, error) {
-	if req.Combo != nil && req.Combo.Strategy != StrategyPriority {
-		c := *req.Combo
-		c.Strategy = StrategyPriority
-		req.Combo = &c
-	}
+// serving target and the ones after it; a hook may, for example, write a
+// summary of the conversation for the next targets. The caller's combo is
+// not modified.
+func (r *Router) Relay(ctx context.Context, req Request, send SendFunc, hook func(ctx context.Context, h Handoff)) (*Result, error) {
+	req.Combo = inDeclaredOrder(req.Combo)
 	res, err := r.Do(ctx, req, send)
 	if err != nil || hook == nil || res.Emergency {
 		return res, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"testing"
 
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/combotest"
@@ -133,12 +134,13 @@ func ExampleRouter_Relay() {
 	// Output: served by b - hand the context to 1 more
 }
 
-func ExampleParseToolLimit() {
+func TestParseToolLimitReadsRefusals(t *testing.T) {
 	limit, ok := combo.ParseToolLimit(400, []byte(`Invalid 'tools': array too long. Expected an array with maximum length 128`))
-	fmt.Println(limit, ok)
+	if limit != 128 || !ok {
+		t.Fatalf("got %d %v, want 128 true", limit, ok)
+	}
 	limit, ok = combo.ParseToolLimit(400, []byte(`Too many tools`))
-	fmt.Println(limit, ok)
-	// Output:
-	// 128 true
-	// -1 true
+	if limit != -1 || !ok {
+		t.Fatalf("got %d %v, want -1 true", limit, ok)
+	}
 }

@@ -158,7 +158,7 @@ func TestFusionNoAnswerIs503(t *testing.T) {
 		f.up["b"].Script("", combotest.Reset())
 		fu := &combo.Fusion{Name: "fuse", Panel: panel("a", "b"), Judge: (&judgeRecorder{}).judge}
 		_, err := f.router.Fuse(context.Background(), fu, combo.Request{}, f.send)
-		var ce *combo.ComposeError
+		var ce *combo.Error
 		require.ErrorAs(t, err, &ce)
 		assert.ErrorIs(t, err, combo.ErrNoPanelAnswer)
 		assert.Equal(t, 503, ce.Status)
@@ -274,7 +274,7 @@ func TestPipelineStepFallsBackThenFails(t *testing.T) {
 		{Name: "s2", Targets: []combo.Target{target("d", "", "m")}},
 	}}
 	ans, err := p.Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
-	var ce *combo.ComposeError
+	var ce *combo.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 1, ce.Step)
 	assert.Equal(t, 502, ce.Status)
@@ -423,7 +423,7 @@ func TestPipelineNextFailure(t *testing.T) {
 		Next: func(context.Context, int, combo.Answer) ([]byte, error) { return nil, bad },
 	}
 	ans, err := p.Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
-	var ce *combo.ComposeError
+	var ce *combo.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 1, ce.Step)
 	assert.Equal(t, 502, ce.Status)
@@ -444,12 +444,11 @@ func TestPipelineStepWithNoEligibleTarget(t *testing.T) {
 		{Name: "s2", Targets: []combo.Target{target("c", "", "m")}},
 	}}
 	_, err := p.Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
-	var ce *combo.ComposeError
+	var ce *combo.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 1, ce.Step)
 	assert.Equal(t, 503, ce.Status)
-	var te *combo.TerminalError
-	assert.ErrorAs(t, err, &te)
+	assert.ErrorIs(t, err, combo.ErrAllCoolingDown, "the step's own terminal answer is wrapped")
 	assert.Equal(t, 0, f.up["b"].Total()+f.up["c"].Total())
 }
 
@@ -500,7 +499,7 @@ func TestRelayKeepsCallerCombo(t *testing.T) {
 func TestPipelineWithoutSteps(t *testing.T) {
 	f, send := pipelineFleet(t, "a")
 	_, err := (&combo.Pipeline{}).Run(context.Background(), f.router, combo.Request{}, []byte("q"), send)
-	var ce *combo.ComposeError
+	var ce *combo.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 404, ce.Status)
 	assert.Equal(t, "pipeline_no_steps", ce.Code)
@@ -580,7 +579,7 @@ func TestFusionWithoutAnswerTakesEmergencyOnce(t *testing.T) {
 	// The emergency target fails too: one call, and the panel's 503.
 	f.up["nvidia"].Script("", combotest.Error(503, "down"))
 	_, err = f.router.Fuse(context.Background(), fu, combo.Request{}, send)
-	var ce *combo.ComposeError
+	var ce *combo.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, 503, ce.Status)
 	assert.Equal(t, "fusion_no_answers", ce.Code)

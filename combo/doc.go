@@ -4,6 +4,22 @@
 // combo's strategy, dispatches them in order until one succeeds, and reports
 // every outcome back to every layer.
 //
+// Most programs start from four calls:
+//
+//	r := combo.New(combo.Config{Breakers: ..., Cooldowns: ..., Lockouts: ...})
+//	res, err := r.Do(ctx, combo.Request{Combo: c, Session: key}, send)
+//	defer res.Response.Body.Close()          // on success: releases the attempt
+//	var ce *combo.Error; errors.As(err, &ce) // otherwise: ce.Code, ce.Status, ce.Response(req)
+//
+// [New] builds a [Router] from a [Config] whose every layer is optional
+// (New(Config{}) routes with none). [Router.Do] routes one [Request] over a
+// [Combo] through a [SendFunc] that sends to one [Target]; [Transport] does
+// the same behind an http.RoundTripper. A request the router does not serve
+// ends in an [*Error] whose Code is one of the CodeX constants, matched with
+// errors.Is by its sentinel ([ErrAllCoolingDown], [ErrUpstream], ...), and
+// rendered as the contract's HTTP answer by [Error.Response] and
+// [Error.WriteHTTP].
+//
 // The layers wrap a dispatch in this order:
 //
 //	breaker(gate(lockout(cooldown(exhaustion(lease(queue(watchdog(send))))))))
@@ -13,10 +29,11 @@
 // (provider_cooldown), a model lockout (model_lockout), a cooling or
 // terminal connection (connection_cooldown, unavailable), a failure earlier
 // in the same request (exhausted), a tool count the model refused before
-// (tool_limit), a connection leased to another session (lease_held), or a
-// full admission queue (queue_full).
-// A request with a lease is restricted to the leased connection and fenced
-// before every attempt.
+// (tool_limit), a connection leased to another session (lease_held), a
+// full admission queue (queue_full), and then the user's own checks
+// ([Config.Layers], see [Layer]) with the reasons they name, such as
+// free_tier_drained. A request with a lease is restricted to the leased
+// connection and fenced before every attempt.
 //
 // After a failed attempt the answer is restated and classified (package
 // restate) and the verdict is translated for each layer: trip statuses to
@@ -26,21 +43,68 @@
 // keeps its quotas per model, see [Config.PerModelQuota], one model's quota
 // failure or bare 500 does not exhaust the provider or the connection). A
 // success closes the loop: breaker success, the connection's error cleared,
-// the model's failure count decayed, the session pinned.
+// the model's failure count decayed, the session pinned. Every attempt is
+// reported to [Config.OnAttempt] and to each user [Layer].
 //
-// When nothing can be dispatched the router answers with a [TerminalError]:
-// 400 capability_mismatch when every target was kept out because it cannot
-// take this request (too many tools), 503 all_targets_cooling_down with
-// Retry-After when some exclusion ends by itself, 404 no_executable_targets
-// otherwise. A short transient model
-// lockout may be waited out instead (see [CooldownWait]).
+// A transport failure before any response (connection refused or reset, a
+// TLS or response-header timeout) is sent again to the same target after
+// [Settings.RetryDelay] (default 2 s), [Settings.MaxRetries] times (default
+// once); an HTTP status is never retried on the same target.
+//
+// When nothing can be dispatched the router answers with a terminal
+// [*Error]: 400 capability_mismatch when every target was kept out because
+// it cannot take this request (too many tools), 429 RATE_LIMIT_QUEUE_FULL
+// with Retry-After when the admission queue refused every target, 503
+// all_targets_cooling_down with Retry-After when some exclusion ends by
+// itself (a user layer's exclusion with a recovery time included), 404
+// no_executable_targets (code model_not_found) otherwise. These answers come
+// at once, with no upstream call, under every strategy. The one exception is
+// the cooldown-aware retry (see [CooldownWait]): when every target that is
+// out is held by a short transient model lockout ending within MaxWait, the
+// router waits until the earliest of them ends and dispatches again.
+//
+// When attempts were made and all failed, the answer is an [*Error] with
+// [CodeUpstream] carrying the last upstream answer and the retry time to
+// tell the client (the upstream's hint or a restatement rule's default, such
+// as the 60 s of the agentrouter quota rule); [Transport] and
+// [Error.Response] turn it into a Retry-After header when the upstream sent
+// none.
 //
 // A streamed answer is held back until its first useful output, under the
-// watchdog: a stream that is cut, ends early or carries an error event
-// before that point is retried on the next target; once the caller has
-// received a byte it is never replayed.
+// watchdog: a stream that is cut, ends early, is empty or carries an error
+// event before that point is retried on the next target; once the caller
+// has received a byte it is never replayed. A cut, early or empty stream is
+// evidence about one model: it locks that exact provider/connection/model
+// and does not cool the connection, whose other models keep serving.
 //
-// The Router starts no goroutine. Strategies are values implementing
-// [Strategy]; [Transport] adapts a Router to an http.RoundTripper, and the
-// subpackage combotest provides fake upstreams for tests.
+// # Strategies
+//
+// A combo names its strategy by string: "priority" (the default, also for
+// ""), "fill-first", "context-relay" (priority order, see [Router.Relay]),
+// "round-robin", "weighted", "p2c", "random", "strict-random",
+// "least-used", "cost-optimized", "reset-aware", "reset-window",
+// "headroom", "lkgp", "context-optimized", "cache-optimized",
+// "quota-share" and "auto". [Config.Strategies] adds or replaces strategies
+// by name; [Router.Strategy] looks a name up. A strategy is a value
+// implementing [Strategy]; it tells the router what else it needs through
+// optional interfaces: [TargetSlotter] (a concurrency slot per attempt, as
+// round-robin takes), [ConnectionSlotter] (one connection slot per request,
+// as quota-share takes) and [SessionOrderer] (it weighs sessions itself, as
+// cache-optimized does).
+//
+// Session affinity chooses the connection within a provider; the strategy
+// chooses the provider and model. Under every strategy a session pinned to
+// a connection of the first target's provider and model is sent to that
+// connection; when the pinned connection is not eligible the pin is dropped
+// and the session is pinned again where it is served, so it does not drift
+// back when the old connection recovers. A [SessionOrderer] keeps its own
+// order: for cache-optimized, the connection likely to hold the prompt's
+// cached prefix beats the session's pin.
+//
+// # Concurrency and cost
+//
+// A Router is safe for concurrent use and starts no goroutine. Screening and
+// ordering allocate nothing; the per-request state is pooled. Time comes
+// from [Config.Now] (time.Now when nil) and is passed to every layer as an
+// explicit now. The subpackage combotest provides fake upstreams for tests.
 package combo

@@ -49,8 +49,8 @@ type EmergencyFallback struct {
 // failure, without restarting anything.
 func (e *EmergencyFallback) SetEnabled(on bool) { e.disabled.Store(!on) }
 
-// Enabled reports whether the fallback is on. A new EmergencyFallback is on.
-func (e *EmergencyFallback) Enabled() bool { return e != nil && !e.disabled.Load() }
+// enabled reports whether the fallback is on. A new EmergencyFallback is on.
+func (e *EmergencyFallback) enabled() bool { return e != nil && !e.disabled.Load() }
 
 type budgetKey struct{}
 
@@ -62,9 +62,9 @@ func OutputBudget(ctx context.Context) (int, bool) {
 	return n, ok
 }
 
-// WithOutputBudget returns a context carrying an output-token cap for
+// withOutputBudget returns a context carrying an output-token cap for
 // [OutputBudget].
-func WithOutputBudget(ctx context.Context, tokens int) context.Context {
+func withOutputBudget(ctx context.Context, tokens int) context.Context {
 	return context.WithValue(ctx, budgetKey{}, tokens)
 }
 
@@ -143,28 +143,29 @@ func withinBudget(v json.RawMessage, tokens int) bool {
 
 // emergencyTrigger reports whether the failure err of req takes the
 // emergency fallback and, if so, the emergency target, the output budget
-// and the status that triggered it. An [UpstreamError] triggers it when
-// the classifier says so (402, or a body naming exhausted funds); a
-// [TerminalError] when a target was held back because its connection is
+// and the status that triggered it. An upstream failure ([CodeUpstream])
+// triggers it when the classifier says so (402, or a body naming exhausted
+// funds); a terminal answer when a target was held back because its connection is
 // out of credits, the remembered form of the same failure. res holds the
 // attempts made so far: an emergency target that has just failed is not
 // asked again.
 func (r *Router) emergencyTrigger(ctx context.Context, req Request, res *Result, err error) (Target, int, int, bool) {
 	e := r.cfg.Emergency
-	if !e.Enabled() || req.Tools > 0 || req.Lease != nil || ctx.Err() != nil {
+	if !e.enabled() || req.Tools > 0 || req.Lease != nil || ctx.Err() != nil {
 		return Target{}, 0, 0, false
 	}
 	var status int
 	var body []byte
-	var ue *UpstreamError
-	var te *TerminalError
+	ce, _ := errors.AsType[*Error](err)
 	switch {
-	case errors.As(err, &ue):
-		status, body = ue.Status, ue.Body
+	case ce == nil:
+		return Target{}, 0, 0, false
+	case ce.Code == CodeUpstream:
+		status, body = ce.Status, ce.Body
 		if res.trigger != nil { // an earlier target named exhausted credits
 			status, body = res.trigger.Status, res.trigger.Body
 		}
-	case errors.As(err, &te) && outOfCredits(te.Excluded):
+	case ce.TerminalReason != "" && outOfCredits(ce.Excluded):
 		status = http.StatusPaymentRequired
 	default:
 		return Target{}, 0, 0, false
@@ -221,9 +222,9 @@ func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res 
 	set.MaxAttempts = 1
 	set.CooldownWait.Disabled = true
 	ereq := req
-	ereq.Combo = &Combo{Name: name, Strategy: StrategyPriority, Targets: []Target{t}, Settings: set}
+	ereq.Combo = &Combo{Name: name, Strategy: strategyPriority, Targets: []Target{t}, Settings: set}
 	r.log.Info("combo: emergency fallback", "target", t.String(), "status", status, "maxOutputTokens", budget)
-	eres, eerr := r.dispatch(WithOutputBudget(ctx, budget), ereq, send)
+	eres, eerr := r.dispatch(withOutputBudget(ctx, budget), ereq, send)
 	if eres != nil {
 		res.Attempts = append(res.Attempts, eres.Attempts...)
 	}
@@ -231,7 +232,7 @@ func (r *Router) emergency(ctx context.Context, req Request, send SendFunc, res 
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
-		if ue, ok := errors.AsType[*UpstreamError](err); ok {
+		if ue, ok := errors.AsType[*Error](err); ok && ue.Code == CodeUpstream {
 			ue.Attempts = res.Attempts
 		}
 		return res, err

@@ -36,9 +36,9 @@ func TestEmergencyFallbackScenario(t *testing.T) {
 	}{
 		{"402 without tools", nil, 402, "payment required", 0, true},
 		{"402 with tools", nil, 402, "payment required", 3, false},
-		{"disabled by env", map[string]string{restate.EnvEmergencyFallback: "0"}, 402, "payment required", 0, false},
-		{"disabled by env false", map[string]string{restate.EnvEmergencyFallback: "false"}, 402, "payment required", 0, false},
-		{"enabled by env true", map[string]string{restate.EnvEmergencyFallback: "true"}, 402, "payment required", 0, true},
+		{"disabled by env", map[string]string{"OMNIROUTE_EMERGENCY_FALLBACK": "0"}, 402, "payment required", 0, false},
+		{"disabled by env false", map[string]string{"OMNIROUTE_EMERGENCY_FALLBACK": "false"}, 402, "payment required", 0, false},
+		{"enabled by env true", map[string]string{"OMNIROUTE_EMERGENCY_FALLBACK": "true"}, 402, "payment required", 0, true},
 		{"500 out of credits", nil, 500, "Out of credits", 0, true},
 		{"500 out of credits with tools", nil, 500, "Out of credits", 1, false},
 		{"plain 500", nil, 500, "boom", 0, false},
@@ -68,7 +68,7 @@ func TestEmergencyFallbackScenario(t *testing.T) {
 			c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "k1", "gpt-4o")}}
 			res, err := f.router.Do(context.Background(), combo.Request{Combo: c, Tools: tt.tools}, send)
 			if !tt.fallback {
-				var ue *combo.UpstreamError
+				var ue *combo.Error
 				require.ErrorAs(t, err, &ue)
 				assert.Equal(t, tt.status, ue.Status)
 				assert.Equal(t, 0, f.up["nvidia"].Total())
@@ -124,7 +124,7 @@ func TestEmergencyFallbackFailureKeepsOriginalAnswer(t *testing.T) {
 	f.up["nvidia"].Script("", combotest.Error(503, "down"))
 	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "", "gpt-4o")}}
 	res, err := f.do(t, c)
-	var ue *combo.UpstreamError
+	var ue *combo.Error
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, 402, ue.Status, "the caller sees the original failure")
 	assert.Equal(t, []string{
@@ -157,7 +157,7 @@ func TestEmergencyTargetScreenedByLayers(t *testing.T) {
 	f.up["openai"].Script("", combotest.Error(402, "payment required"))
 	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "", "gpt-4o")}}
 	res, err := f.do(t, c)
-	var ue *combo.UpstreamError
+	var ue *combo.Error
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, 402, ue.Status)
 	assert.False(t, res.Emergency)
@@ -311,22 +311,22 @@ func FuzzCapOutputTokens(f *testing.F) {
 // the fallback off and on for the next failure.
 func TestEmergencyFallbackToggledThroughClassifier(t *testing.T) {
 	f := newFleet(t, "openai", "nvidia")
-	cl := restate.New(restate.Settings{})
+	cl := restate.New(restate.Config{})
 	f.cfg.Classifier = cl
 	f.cfg.Emergency = &combo.EmergencyFallback{}
 	f.rebuild()
 	f.up["openai"].Script("", combotest.Error(402, "payment required"))
 	c := &combo.Combo{Name: "paid", Targets: []combo.Target{target("openai", "", "gpt-4o")}}
 
-	set := cl.Settings()
+	set := cl.Config()
 	set.EmergencyDisabled = true
-	cl.SetSettings(set)
+	cl.SetConfig(set)
 	_, err := f.do(t, c)
 	require.ErrorIs(t, err, combo.ErrUpstream)
 	assert.Equal(t, 0, f.up["nvidia"].Total())
 
 	set.EmergencyDisabled = false
-	cl.SetSettings(set)
+	cl.SetConfig(set)
 	res, err := f.do(t, c)
 	require.NoError(t, err)
 	assert.True(t, res.Emergency)
@@ -354,7 +354,7 @@ func TestEmergencyFallbackAfterCreditsExhausted(t *testing.T) {
 
 	// The same with tools: the terminal answer, no fallback.
 	_, err := f.do(t, c, func(r *combo.Request) { r.Tools = 1 })
-	var te *combo.TerminalError
+	var te *combo.Error
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, 404, te.Status)
 	assert.Equal(t, 3, f.up["nvidia"].Total())

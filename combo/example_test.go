@@ -49,13 +49,13 @@ func Example() {
 	// served by anthropic/ak-1/claude-sonnet
 }
 
-func ExampleTerminalError() {
-	r := combo.New(combo.Config{Cooldowns: cooldown.New(cooldown.Config{})})
-	cd := r.Config().Cooldowns
-	cd.Fail("k1", cooldown.Failure{Status: 429, Cooldown: 90 * time.Second})
+func ExampleError() {
+	cd := cooldown.New(cooldown.Config{})
+	r := combo.New(combo.Config{Cooldowns: cd})
+	cd.FailAt("k1", cooldown.Failure{Status: 429, Cooldown: 90 * time.Second}, time.Now())
 	c := &combo.Combo{Name: "solo", Targets: []combo.Target{{Provider: "openai", Connection: "k1", Model: "gpt-4o"}}}
 	_, err := r.Do(context.Background(), combo.Request{Combo: c}, nil)
-	if te, ok := err.(*combo.TerminalError); ok {
+	if te, ok := err.(*combo.Error); ok {
 		resp := te.Response(nil)
 		fmt.Println(resp.StatusCode, resp.Header.Get("Retry-After"), te.Excluded[0].Reason)
 	}

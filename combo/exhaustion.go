@@ -1,7 +1,5 @@
 package combo
 
-import "strings"
-
 // attemptFacts is what the exhaustion sets need to know about one failed
 // attempt. The router fills it from the restated, classified failure.
 type attemptFacts struct {
@@ -12,9 +10,9 @@ type attemptFacts struct {
 	QuotaExhausted   bool // the error text reads as a quota exhaustion
 	RequestScoped    bool // the failure is about this request, not the target
 	TokenLimit       bool // a 429 for a token-limit breach of this request
+	EmptyAnswer      bool // a 502 for an empty answer, not a broken connection
 	BreakerOpen      bool // the answer is a breaker-open refusal, not an upstream failure
 	PerModelQuota    bool // the provider keeps quotas per model
-	Text             string
 }
 
 // connKey names one connection of one provider.
@@ -88,7 +86,7 @@ func (e *exhaustion) apply(t *Target, f attemptFacts) bool {
 	if f.BreakerOpen || f.RequestScoped {
 		return false
 	}
-	if f.Status == 502 && emptyContent(f.Text) {
+	if f.EmptyAnswer {
 		return false
 	}
 	if f.Status == 500 && f.PerModelQuota {
@@ -100,19 +98,6 @@ func (e *exhaustion) apply(t *Target, f attemptFacts) bool {
 		e.markProvider(t.Provider)
 	}
 	return false
-}
-
-// tokenLimit reports whether a 429's text says the request alone is larger
-// than the token rate limit ("Request too large for … tokens per min"):
-// waiting or another connection of the same limit does not help, and the
-// provider is not rate limited for other requests.
-func tokenLimit(text string) bool {
-	return strings.Contains(strings.ToLower(text), "request too large")
-}
-
-func emptyContent(text string) bool {
-	l := strings.ToLower(text)
-	return strings.Contains(l, "empty content") || strings.Contains(l, "empty response")
 }
 
 // match reports whether t's connection, or else its provider, is marked

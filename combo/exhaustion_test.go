@@ -32,13 +32,13 @@ func TestExhaustionSets(t *testing.T) {
 		{"request-scoped quota text does not", openai1, attemptFacts{Status: 400, Reason: "quota_exhausted", RequestScoped: true}, false, nil, nil, nil},
 		{"8 a 502 without connection marks the provider", openaiAny, attemptFacts{Status: 502}, false, []string{"openai"}, nil, nil},
 		{"9 breaker-open refusal changes nothing", openai1, attemptFacts{Status: 503, BreakerOpen: true}, false, nil, nil, nil},
-		{"10 plain 429 is transient", openai1, attemptFacts{Status: 429, Reason: "rate_limit_exceeded", Text: "Rate limited"}, false, nil, nil, []string{"openai"}},
+		{"10 plain 429 is transient", openai1, attemptFacts{Status: 429, Reason: "rate_limit_exceeded"}, false, nil, nil, []string{"openai"}},
 		{"10 token-limit 429 changes nothing", openai1, attemptFacts{Status: 429, Reason: "rate_limit_exceeded", TokenLimit: true}, false, nil, nil, nil},
-		{"11 502 empty response changes nothing", openai1, attemptFacts{Status: 502, Text: "Claude returned an empty response"}, false, nil, nil, nil},
+		{"11 502 empty response changes nothing", openai1, attemptFacts{Status: 502, EmptyAnswer: true}, false, nil, nil, nil},
 		{"12 403 marks the connection", anth9, attemptFacts{Status: 403}, true, nil, []connKey{{"anthropic", "c9"}}, nil},
 		{"12 403 without connection marks the provider", anthAny, attemptFacts{Status: 403}, true, []string{"anthropic"}, nil, nil},
 		{"401 marks the connection", anth9, attemptFacts{Status: 401}, true, nil, []connKey{{"anthropic", "c9"}}, nil},
-		{"13 400 changes nothing", openai1, attemptFacts{Status: 400, Text: "Bad Request"}, false, nil, nil, nil},
+		{"13 400 changes nothing", openai1, attemptFacts{Status: 400}, false, nil, nil, nil},
 		{"13 200 changes nothing", openai1, attemptFacts{Status: 200}, false, nil, nil, nil},
 		{"14 524 marks the connection", p1, attemptFacts{Status: 524}, false, nil, []connKey{{"p", "c1"}}, nil},
 		{"14 500 on a per-model quota provider", gemini, attemptFacts{Status: 500, PerModelQuota: true}, false, nil, nil, nil},
@@ -135,7 +135,7 @@ func TestExhaustionFromClassifiedFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := New(Config{})
 			st := new(reqState)
-			f := r.fail(&tt.target, nil, &handle{}, st, tt.status, tt.header, []byte(tt.body), nil, now)
+			f := r.fail(st, &handle{t: &tt.target}, reply{status: tt.status, header: tt.header, body: []byte(tt.body)}, now)
 			assert.Equal(t, tt.status, f.Status)
 			assert.ElementsMatch(t, tt.providers, st.exh.providers, "providers")
 			assert.ElementsMatch(t, tt.connections, st.exh.connections, "connections")
@@ -146,16 +146,16 @@ func TestExhaustionFromClassifiedFailures(t *testing.T) {
 
 func TestPerModelQuotaProviders(t *testing.T) {
 	for _, p := range []string{"gemini", "GitHub", "antigravity", "agy", "passthrough", "openai-compatible-acme"} {
-		assert.True(t, DefaultPerModelQuota(p, "m"), p)
+		assert.True(t, defaultPerModelQuota(p, "m"), p)
 	}
 	for _, p := range []string{"openai", "anthropic", "compatible", ""} {
-		assert.False(t, DefaultPerModelQuota(p, "m"), p)
+		assert.False(t, defaultPerModelQuota(p, "m"), p)
 	}
 	// A configured list replaces the built-in one.
 	r := New(Config{PerModelQuota: func(p, _ string) bool { return p == "openai" }})
 	st := new(reqState)
-	r.fail(&Target{Provider: "openai", Connection: "c1", Model: "m"}, nil, &handle{}, st, 500, nil, []byte("boom"), nil, time.Now())
+	r.fail(st, &handle{t: &Target{Provider: "openai", Connection: "c1", Model: "m"}}, reply{status: 500, body: []byte("boom")}, time.Now())
 	assert.Empty(t, st.exh.connections)
-	r.fail(&Target{Provider: "gemini", Connection: "g1", Model: "m"}, nil, &handle{}, st, 500, nil, []byte("boom"), nil, time.Now())
+	r.fail(st, &handle{t: &Target{Provider: "gemini", Connection: "g1", Model: "m"}}, reply{status: 500, body: []byte("boom")}, time.Now())
 	assert.Equal(t, []connKey{{"gemini", "g1"}}, st.exh.connections)
 }

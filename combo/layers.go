@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/routeguard/routeguard"
 	"github.com/routeguard/routeguard/affinity"
 	"github.com/routeguard/routeguard/breaker"
 	"github.com/routeguard/routeguard/cooldown"
@@ -33,7 +34,7 @@ func queueKey(t *Target) string {
 
 // exclusion asks every layer about t, in the fixed order: breaker, provider
 // gate, model lockout, connection, per-request exhaustion, tool limit, lease,
-// admission. The first refusal names the exclusion: it is written to x and
+// admission, then the user's Config.Layers in order. The first refusal names the exclusion: it is written to x and
 // exclusion reports true. It allocates nothing.
 func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time, x *Exclusion) bool {
 	if r.cfg.Breakers != nil {
@@ -42,13 +43,8 @@ func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time,
 		}
 	}
 	if g := r.cfg.Gate; g != nil {
-		if until, blocked := g.BlockedUntilAt(t.Provider, now); blocked {
+		if until, blocked := g.BlockedUntilAt(t.Provider, t.Connection, now); blocked {
 			return exclude(x, t, ReasonProviderCooldown, "", until.Sub(now))
-		}
-		if t.Connection != "" {
-			if until, blocked := g.ConnBlockedUntilAt(t.Provider, t.Connection, now); blocked {
-				return exclude(x, t, ReasonProviderCooldown, "", until.Sub(now))
-			}
 		}
 	}
 	if l := r.cfg.Lockouts; l != nil && t.Model != "" {
@@ -76,7 +72,7 @@ func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time,
 		return exclude(x, t, ReasonToolLimit, "", 0)
 	}
 	if m := r.cfg.Leases; m != nil && req.Lease == nil && t.Connection != "" {
-		if until, held, err := m.HeldAt(context.Background(), t.Connection, now); err == nil && held {
+		if until, held, err := m.HeldAt(st.context(), t.Connection, now); err == nil && held {
 			return exclude(x, t, ReasonLeaseHeld, "", until.Sub(now))
 		}
 	}
@@ -85,7 +81,7 @@ func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time,
 			return exclude(x, t, ReasonQueueFull, "", 0)
 		}
 	}
-	return false
+	return r.layerExclusion(t, now, x)
 }
 
 // exclude fills x with t's exclusion and returns true.
@@ -100,7 +96,7 @@ func exclude(x *Exclusion, t *Target, reason Reason, detail string, wait time.Du
 // once and remembered.
 func (r *Router) breakerOpen(provider string, st *reqState) (bool, time.Duration) {
 	if !st.memo {
-		s, wait := r.cfg.Breakers.State(provider)
+		s, wait := r.cfg.Breakers.StateAt(provider, r.now())
 		return s == breaker.Open, wait
 	}
 	for _, b := range st.breakers {
@@ -108,7 +104,7 @@ func (r *Router) breakerOpen(provider string, st *reqState) (bool, time.Duration
 			return b.open, b.wait
 		}
 	}
-	s, wait := r.cfg.Breakers.State(provider)
+	s, wait := r.cfg.Breakers.StateAt(provider, r.now())
 	st.breakers = append(st.breakers, breakerMemo{provider, s == breaker.Open, wait})
 	return s == breaker.Open, wait
 }
@@ -121,28 +117,22 @@ type breakerMemo struct {
 }
 
 // breakerState reports the provider's breaker state for strategies.
-func (r *Router) breakerState(provider string) BreakerState {
+func (r *Router) breakerState(provider string) breaker.State {
 	if r.cfg.Breakers == nil {
-		return BreakerClosed
+		return breaker.Closed
 	}
-	s, _ := r.cfg.Breakers.State(provider)
-	switch s {
-	case breaker.Degraded:
-		return BreakerDegraded
-	case breaker.HalfOpen:
-		return BreakerHalfOpen
-	case breaker.Open:
-		return BreakerOpen
-	}
-	return BreakerClosed
+	s, _ := r.cfg.Breakers.StateAt(provider, r.now())
+	return s
 }
 
 // handle is what one attempt holds: the breaker's report function, the
 // admission slot and the lease holder to fence with.
 type handle struct {
+	t       *Target
+	now     func() time.Time // the router's clock; nil is the wall clock
 	done    func(breaker.Report)
 	release func()
-	slot    queue.Grant // round-robin's per-target slot
+	slot    queue.Grant // the strategy's per-target slot (TargetSlotter)
 }
 
 // report tells the breaker the outcome, once.
@@ -153,6 +143,9 @@ func (h *handle) report(o breaker.Outcome) {
 // reportDetail tells the breaker the outcome with its detail, once.
 func (h *handle) reportDetail(r breaker.Report) {
 	if h.done != nil {
+		if r.At.IsZero() && h.now != nil {
+			r.At = h.now() // the breaker measures on the router's clock
+		}
 		h.done(r)
 		h.done = nil
 	}
@@ -174,12 +167,13 @@ func (h *handle) releaseSlot() {
 }
 
 // begin takes what an attempt needs: an admission slot (waiting if the queue
-// says so), round-robin's per-target slot, a fresh lease fence after those
+// says so), the strategy's per-target slot (see [TargetSlotter]), a fresh lease fence after those
 // waits, and the breaker's admission. It returns a skip when a layer refuses
 // the target now, and an error when the caller's context ended or the lease
 // is no longer valid.
-func (r *Router) begin(ctx context.Context, t *Target, req *Request, set Settings) (*handle, *Exclusion, error) {
-	h := &handle{}
+func (r *Router) begin(ctx context.Context, t *Target, st *reqState) (*handle, *Exclusion, error) {
+	req, set := st.req, st.set
+	h := &handle{t: t, now: r.cfg.Now}
 	skip := func(reason Reason, detail string, wait time.Duration) (*handle, *Exclusion, error) {
 		h.releaseSlot()
 		return nil, &Exclusion{Provider: t.Provider, Connection: t.Connection, Model: t.Model,
@@ -194,13 +188,13 @@ func (r *Router) begin(ctx context.Context, t *Target, req *Request, set Setting
 			return skip(ReasonQueueFull, queueCode(err), 0)
 		}
 		h.release = release
-		if req.Combo.Strategy == StrategyRoundRobin {
+		if slots, ok := st.strat.(TargetSlotter); ok {
 			// The connection's cap, else the combo's per-model concurrency.
 			limit := t.MaxConcurrent
 			if limit <= 0 {
 				limit = set.ConcurrencyPerModel
 			}
-			g, err := q.AcquireMany(ctx, []queue.Need{{Key: "rr:" + t.String(), Cap: limit}},
+			g, err := q.AcquireMany(ctx, []queue.Need{{Key: slots.TargetSlot(t), Cap: limit}},
 				queue.ManyOptions{Timeout: set.QueueTimeout, MaxQueue: set.QueueDepth})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -219,12 +213,12 @@ func (r *Router) begin(ctx context.Context, t *Target, req *Request, set Setting
 		}
 	}
 	if b := r.cfg.Breakers; b != nil {
-		done, err := b.AllowReport(t.Provider)
+		done, err := b.AllowReportAt(t.Provider, r.now())
 		if err != nil {
-			var oe *breaker.OpenError
+			var be *breaker.Error
 			wait := time.Duration(0)
-			if errors.As(err, &oe) {
-				wait = oe.RetryAfter
+			if errors.As(err, &be) {
+				wait = be.RetryAfter
 			}
 			return skip(ReasonCircuitOpen, "", wait)
 		}
@@ -255,14 +249,15 @@ func (r *Router) fence(ctx context.Context, req *Request, conn string) error {
 // narrows the candidates to the leased connection. A stale or unknown lease
 // is refused here, before any upstream call.
 func (r *Router) checkLease(req *Request, st *reqState, now time.Time) error {
+	ctx := st.context()
 	if req.Lease == nil || r.cfg.Leases == nil {
 		return nil
 	}
-	l, err := r.cfg.Leases.StatusAt(context.Background(), holder(req.Lease), now)
+	l, err := r.cfg.Leases.StatusAt(ctx, holder(req.Lease), now)
 	if err != nil {
 		return err
 	}
-	if err := r.cfg.Leases.FenceAt(context.Background(), holder(req.Lease), l.Connection, now); err != nil {
+	if err := r.cfg.Leases.FenceAt(ctx, holder(req.Lease), l.Connection, now); err != nil {
 		return err
 	}
 	kept := st.all[:0]
@@ -280,35 +275,34 @@ func (r *Router) classifier() *restate.Classifier {
 	if r.cfg.Classifier != nil {
 		return r.cfg.Classifier
 	}
-	return restate.Default
+	return defaultClassifier
 }
 
-func authClass(s string) restate.AuthClass {
-	switch strings.ToLower(s) {
-	case "oauth":
-		return restate.AuthOAuth
-	case "apikey", "api_key", "api-key":
-		return restate.AuthAPIKey
-	case "local":
-		return restate.AuthLocal
-	}
-	return restate.AuthUnknown
+// defaultClassifier classifies for routers without a configured
+// classifier: the built-in tables and the default restate.Config.
+var defaultClassifier = &restate.Classifier{}
+
+// authClass reads a target's credential class; an unknown word is
+// routeguard.Unknown.
+func authClass(s string) routeguard.Class {
+	c, _ := routeguard.ParseClass(s)
+	return c
 }
 
 // fail restates and classifies a failed attempt, then tells every layer:
 // breaker, provider gate, connection cooldown, model lockout and the
 // request's exhaustion sets.
-func (r *Router) fail(t *Target, req *Request, h *handle, st *reqState, status int, header http.Header, body []byte, sendErr error, now time.Time) *failure {
-	msg := ""
-	if sendErr != nil {
-		msg = sendErr.Error()
+func (r *Router) fail(st *reqState, h *handle, rp reply, now time.Time) *failure {
+	t, msg := h.t, ""
+	if rp.err != nil {
+		msg = rp.err.Error()
 	}
 	v := r.classifier().ClassifyAt(restate.Response{
 		Provider: t.Provider, Model: t.Model, Auth: authClass(t.AuthClass),
-		Status: status, Header: header, Body: body, Message: msg,
+		Status: rp.status, Header: rp.header, Body: rp.body, Message: msg,
 	}, now)
-	f := r.failWith(t, h, st, v, header, body, sendErr, now)
-	if req != nil && r.learnToolLimit(t, req.Tools, status, body, now) {
+	f := r.failWith(st, h, v, rp, now)
+	if req := st.req; req != nil && r.learnToolLimit(t, req.Tools, rp.status, rp.body, now) {
 		// Too many tools for this target only: another may take them.
 		f.fallback = true
 		f.Reason = string(ReasonToolLimit)
@@ -316,20 +310,26 @@ func (r *Router) fail(t *Target, req *Request, h *handle, st *reqState, status i
 	return f
 }
 
-// failWith feeds a verdict to every layer.
-func (r *Router) failWith(t *Target, h *handle, st *reqState, v restate.Verdict, header http.Header, body []byte, sendErr error, now time.Time) *failure {
+// failWith feeds a verdict to every layer. A bad stream (cut by the
+// watchdog, empty, or ended early before its first useful output) or a
+// plain answer whose body broke off is evidence about this model on this
+// connection only: it locks the exact provider/connection/model and neither
+// cools the connection nor marks it exhausted for the request, so the
+// connection's other models keep serving.
+func (r *Router) failWith(st *reqState, h *handle, v restate.Verdict, rp reply, now time.Time) *failure {
+	t, header, body, badStream := h.t, rp.header, rp.body, rp.badStream
 	status := v.Status
 	text := string(body)
 	breakerOpen := header.Get("X-Omniroute-Provider-Breaker") == "open" ||
-		strings.Contains(text, breaker.OpenCode)
+		strings.Contains(text, breaker.CodeOpen)
 
 	// Breaker: only provider-level statuses count.
-	outcome := breaker.Classify(status, nil)
+	outcome := breaker.Classify(status, nil, nil)
 	if v.SkipProviderBreaker || breakerOpen {
 		outcome = breaker.Ignored
 	}
 	h.reportDetail(breaker.Report{Outcome: outcome, Kind: breakerKind(v), Conn: t.Connection,
-		Network: v.Kind == restate.KindNetwork})
+		Network: v.Status == 0 || rp.network, At: now}) // no answer arrived, or it broke off
 	h.releaseSlot()
 	if g := r.cfg.Gate; g != nil && outcome == breaker.Failure {
 		g.RecordFailureAt(t.Provider, t.Connection, now)
@@ -338,11 +338,13 @@ func (r *Router) failWith(t *Target, h *handle, st *reqState, v restate.Verdict,
 		q.LearnAt(queueKey(t), status, header, now)
 	}
 
-	terminal := v.Permanent || v.CreditsExhausted || status == http.StatusUnauthorized ||
-		v.Kind == restate.KindRequestRejected
-	modelScoped := v.Scope == restate.ScopeModel || v.Scope == restate.ScopeExact ||
-		v.Reason == restate.ReasonNotFound || status == http.StatusNotFound || status == http.StatusGone
-	if (v.ShouldFallback || terminal) && !breakerOpen {
+	terminal, modelScoped := v.Terminal, v.ModelScoped
+	if badStream {
+		if l := r.cfg.Lockouts; l != nil && t.Model != "" {
+			l.RecordFailureAt(lockout.Failure{Provider: t.Provider, Connection: t.Connection, Model: t.Model,
+				Status: status, Scope: lockout.ScopeExact}, now)
+		}
+	} else if (v.ShouldFallback || terminal) && !breakerOpen {
 		if c := r.cfg.Cooldowns; c != nil && t.Connection != "" && (terminal || !modelScoped) {
 			c.FailAt(t.Connection, cooldownFailure(v, text), now)
 		}
@@ -350,24 +352,25 @@ func (r *Router) failWith(t *Target, h *handle, st *reqState, v restate.Verdict,
 			l.RecordFailureAt(lockoutFailure(t, v), now)
 		}
 	}
-	st.exh.apply(t, attemptFacts{
-		Status: status, Reason: string(v.Reason), CreditsExhausted: v.CreditsExhausted,
-		DailyQuota: v.DailyQuota, RequestScoped: v.Kind == restate.KindBadRequest,
-		BreakerOpen: breakerOpen, Text: text,
-		TokenLimit:    status == http.StatusTooManyRequests && tokenLimit(text),
-		PerModelQuota: r.perModelQuota(t),
-	})
+	if !badStream {
+		st.exh.apply(t, attemptFacts{
+			Status: status, Reason: string(v.Reason), CreditsExhausted: v.CreditsExhausted,
+			DailyQuota: v.DailyQuota, RequestScoped: v.RequestScoped,
+			BreakerOpen: breakerOpen, TokenLimit: v.TokenLimit, EmptyAnswer: v.EmptyAnswer,
+			PerModelQuota: r.perModelQuota(t),
+		})
+	}
 
-	f := &failure{fallback: v.ShouldFallback || terminal}
+	f := &failure{fallback: v.ShouldFallback || terminal || badStream}
 	f.Status = status
 	f.Header = header
 	f.Body = body
 	f.Reason = string(v.Reason)
-	f.Err = sendErr
+	f.Err = rp.err
 	if f.Status == 0 {
 		f.Status = http.StatusBadGateway
 	}
-	f.hint = v.Hint.After
+	f.RetryAfter = v.ClientRetryAfter
 	r.log.Debug("combo: attempt failed", "target", t.String(), "status", status, "reason", v.Reason)
 	return f
 }
@@ -377,7 +380,7 @@ func (r *Router) perModelQuota(t *Target) bool {
 	if r.cfg.PerModelQuota != nil {
 		return r.cfg.PerModelQuota(t.Provider, t.Model)
 	}
-	return DefaultPerModelQuota(t.Provider, t.Model)
+	return defaultPerModelQuota(t.Provider, t.Model)
 }
 
 // breakerKind is the breaker's kind of a failure: it chooses the open time
@@ -402,8 +405,8 @@ func cooldownFailure(v restate.Verdict, text string) cooldown.Failure {
 		RetryAfter:       v.Hint.After,
 		Permanent:        v.Permanent,
 		CreditsExhausted: v.CreditsExhausted,
-		Expired:          v.Status == http.StatusUnauthorized,
-		RequestRejected:  v.Kind == restate.KindRequestRejected,
+		Expired:          v.Expired,
+		RequestRejected:  v.RequestRejected,
 	}
 	switch v.Mode {
 	case restate.CooldownFixed:
@@ -443,7 +446,7 @@ func lockoutFailure(t *Target, v restate.Verdict) lockout.Failure {
 
 // succeed tells every layer that t served the request.
 func (r *Router) succeed(t *Target, req *Request, h *handle, now time.Time) {
-	h.report(breaker.Success)
+	h.reportDetail(breaker.Report{Outcome: breaker.Success, At: now})
 	if g := r.cfg.Gate; g != nil {
 		g.RecordSuccessAt(t.Provider, t.Connection, now)
 	}
@@ -470,8 +473,13 @@ func sessionKey(req *Request) (affinity.Key, bool) {
 	return affinity.NewKey("session", req.Session)
 }
 
-// applyPin moves the session's pinned connection to the front of ts, and
-// drops a pin whose connection is not eligible (a hard rebind).
+// applyPin lets the session's pin choose the connection of the first
+// provider/model group: when the pinned connection serves the first
+// target's provider and model, it moves to the front (the targets before it
+// shift back by one). A pin whose connection is not among the eligible
+// targets of that provider is dropped (a hard rebind), so the session does
+// not drift back when that connection recovers: its next success pins the
+// connection that served it.
 func (r *Router) applyPin(req *Request, ts []*Target, now time.Time) {
 	p := r.cfg.Pins
 	if p == nil || len(ts) == 0 {
@@ -481,19 +489,25 @@ func (r *Router) applyPin(req *Request, ts []*Target, now time.Time) {
 	if !ok {
 		return
 	}
-	provider := ts[0].Provider
-	pin, ok := p.LookupAt(provider, key, now)
+	first := ts[0]
+	pin, ok := p.LookupAt(first.Provider, key, now)
 	if !ok {
 		return
 	}
+	held := false
 	for i, t := range ts {
-		if t.Provider == provider && t.Connection == pin.Connection {
-			copy(ts[1:i+1], ts[:i])
-			ts[0] = t
+		if t.Provider != first.Provider || t.Connection != pin.Connection {
+			continue
+		}
+		if t.Model == first.Model {
+			toFront(ts, i)
 			return
 		}
+		held = true
 	}
-	p.UnpinAt(provider, key, now)
+	if !held {
+		p.UnpinAt(first.Provider, key, now)
+	}
 }
 
 // evictPin drops the session's pin after a timeout on the pinned
@@ -507,60 +521,106 @@ func (r *Router) evictPin(req *Request, t *Target) {
 	}
 }
 
-// cooldownWait decides whether to wait out a short transient model lockout
-// instead of giving up, and for how long.
-func (r *Router) cooldownWait(req *Request, st *reqState, set Settings, waits int, left time.Duration, last *failure, now time.Time) (time.Duration, bool) {
-	cw := set.CooldownWait
-	l := r.cfg.Lockouts
-	if !cw.Enabled() || l == nil || waits >= cw.MaxAttempts {
+// cooldownWait decides whether to wait out short transient model lockouts
+// instead of giving up, and for how long. Every target of the pool is asked
+// again now; the router waits only when every target that is out is held by
+// a model lockout with a waitable reason that ends within MaxWait, and then
+// only until the earliest of them ends (plus 50 ms, as a lock still holds at
+// its end). Any other exclusion (an open breaker, a cooling or terminal
+// connection, a failure earlier in the request, a full queue) means the
+// answer is given at once.
+func (r *Router) cooldownWait(st *reqState, now time.Time) (time.Duration, bool) {
+	req, waits, left, last := st.req, st.waits, st.waitLeft, st.last
+	cw := st.set.CooldownWait
+	if !cw.Enabled() || r.cfg.Lockouts == nil || waits >= cw.maxAttempts() {
 		return 0, false
 	}
+	// A wait that would reach the request's deadline is not worth making:
+	// the answer is given at once instead.
 	if last != nil && last.Status != http.StatusTooManyRequests {
 		return 0, false
 	}
-	var best time.Duration
-	var bestReason lockout.Reason
-	for i := range req.Combo.Targets {
-		t := &req.Combo.Targets[i]
-		until, reason, locked := l.LockedAt(t.Provider, t.Connection, t.Model, now)
-		if !locked {
-			continue
+	maxWait := cw.maxWait()
+	var earliest time.Duration
+	for _, t := range st.all {
+		var x Exclusion
+		if !r.exclusion(t, req, st, now, &x) {
+			continue // free now (tried already in this round): nothing to wait for
 		}
-		if d := until.Sub(now); d > 0 && (best == 0 || d < best) {
-			best, bestReason = d, reason
+		if x.Reason != ReasonModelLockout || !waitableReason(x.Detail) ||
+			x.RetryAfter <= 0 || x.RetryAfter+cooldownWaitPad > maxWait {
+			return 0, false
+		}
+		if earliest == 0 || x.RetryAfter < earliest {
+			earliest = x.RetryAfter
 		}
 	}
-	if best == 0 || !waitableReason(string(bestReason)) {
+	if earliest == 0 {
 		return 0, false
 	}
-	wait := best
-	if last != nil && last.hint > wait {
-		wait = last.hint
-	}
-	wait += 50 * time.Millisecond
-	if wait > cw.MaxWait || wait > left {
+	wait := earliest + cooldownWaitPad
+	if wait > left || !now.Add(wait).Before(st.deadline) {
 		return 0, false
 	}
 	return wait, true
 }
 
-// maxHold bounds how much of a stream is held back before the first useful
-// output; past it the stream is committed anyway.
-const maxHold = 256 << 10
+// cooldownWaitPad is added to a wait so that the lock has ended when the
+// router looks again.
+const cooldownWaitPad = 50 * time.Millisecond
+
+// eventBound is the watchdog's bound on one event under c (its
+// MaxEventBytes, normalized as the watchdog does): a held stream longer than
+// this without a complete event can no longer produce one that counts.
+func eventBound(c watchdog.Config) int {
+	switch n := c.MaxEventBytes; {
+	case n == 0:
+		return 1 << 20
+	case n < 1<<10:
+		return 1 << 10
+	case n > 64<<20:
+		return 64 << 20
+	default:
+		return n
+	}
+}
+
+// holdEventsFactor bounds a held stream that carries complete events but no
+// useful output yet (metadata such as a Responses API response.created
+// echo): it is held up to this many event bounds.
+const holdEventsFactor = 4
+
+// errNoOutput is the error of a stream held back past its bound without
+// useful output: an endless line, or endless events that carry nothing.
+var errNoOutput = errors.New("combo: stream produced no useful output within its hold bound")
+
+// errDeadlineCut is the failure commitStream returns when the request's
+// deadline cut the stream: the attempt is abandoned, nothing is learned.
+var errDeadlineCut = &failure{}
 
 // commitStream reads a streamed answer until its first useful output (text,
 // a tool call or reasoning) and returns what it read, with the rest of the
 // body still to come. Until then nothing has reached the caller, so a
 // watchdog abort, an error event inside the 200 stream or an early end is a
 // failure the router may retry on the next target.
-func (r *Router) commitStream(t *Target, h *handle, st *reqState, resp *http.Response, stopTimer func()) ([]byte, io.ReadCloser, *failure) {
+//
+// It holds at most the watchdog's event bound (1 MiB by default) before a
+// complete event other than a heartbeat arrives, and four times that
+// before the first useful output; past either, the stream is a bad stream
+// (errNoOutput), never committed on bytes alone.
+func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte, io.ReadCloser, *failure) {
+	t, h := a.t, a.h
 	// The router holds everything before the first useful output anyway;
 	// holding heartbeats also makes the watchdog parse events whatever its
 	// guards, so that the first useful output is seen.
 	cfg := r.cfg.Watchdog
 	cfg.HoldHeartbeats = true
-	body := watchdog.WrapAt(resp.Body, cfg, watchdog.Options{}, r.now())
+	if t.ReadinessTimeout != nil {
+		cfg.ReadinessTimeout = t.ReadinessTimeout
+	}
+	body := watchdog.WrapAt(resp.Body, cfg, watchdog.Options{Now: r.cfg.Now}, r.now())
 	obs := body.Observer()
+	noEvent := eventBound(cfg)
 	var held bytes.Buffer
 	buf := make([]byte, 4096)
 	for {
@@ -568,14 +628,21 @@ func (r *Router) commitStream(t *Target, h *handle, st *reqState, resp *http.Res
 		held.Write(buf[:n])
 		if n > 0 {
 			s := obs.Stats()
-			if s.UsefulBytes > 0 || s.ProtectedPhase || held.Len() >= maxHold {
+			if s.UsefulBytes > 0 || s.ProtectedPhase {
 				obs.StopParsing() // committed: no per-chunk parsing beyond what the guards need
-				stopTimer()
 				return held.Bytes(), body, nil
+			}
+			if (held.Len() > noEvent && !s.EventSeen) || held.Len() > holdEventsFactor*noEvent {
+				body.Close()
+				return nil, nil, r.failStream(st, h, http.StatusBadGateway, errNoOutput, r.now())
 			}
 		}
 		if err == nil {
 			continue
+		}
+		if a.deadlineHit() {
+			body.Close()
+			return nil, nil, errDeadlineCut
 		}
 		now := r.now()
 		if ev, ok := watchdog.FindErrorEvent(held.Bytes()); ok {
@@ -587,13 +654,12 @@ func (r *Router) commitStream(t *Target, h *handle, st *reqState, resp *http.Res
 			if v.Status < 400 {
 				v.Status = http.StatusBadGateway
 			}
-			f := r.failWith(t, h, st, v, resp.Header, ev.Data, nil, now)
+			f := r.failWith(st, h, v, reply{header: resp.Header, body: ev.Data}, now)
 			f.Err = errors.New("combo: error event in stream: " + ev.Message)
 			return nil, nil, f
 		}
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) && obs.Stats().Events > 0 {
 			// A complete answer with no text: pass it on as it is.
-			stopTimer()
 			return held.Bytes(), body, nil
 		}
 		body.Close()
@@ -602,8 +668,28 @@ func (r *Router) commitStream(t *Target, h *handle, st *reqState, resp *http.Res
 		if errors.As(err, &we) || errors.Is(err, context.DeadlineExceeded) {
 			status = http.StatusGatewayTimeout
 		}
-		f := r.fail(t, nil, h, st, status, nil, nil, err, now)
-		f.Err = err
-		return nil, nil, f
+		if errors.Is(err, io.EOF) {
+			err = ErrEmptyStream
+		}
+		return nil, nil, r.failStream(st, h, status, err, now)
 	}
+}
+
+// failStream classifies a bad stream before commit (see failWith).
+func (r *Router) failStream(st *reqState, h *handle, status int, err error, now time.Time) *failure {
+	return r.failCut(st, h, status, err, false, now)
+}
+
+// failCut classifies a bad stream before commit or a plain answer whose
+// body broke off (see failWith); network marks a failure the breaker counts
+// as a network error.
+func (r *Router) failCut(st *reqState, h *handle, status int, err error, network bool, now time.Time) *failure {
+	t := h.t
+	v := r.classifier().ClassifyAt(restate.Response{
+		Provider: t.Provider, Model: t.Model, Auth: authClass(t.AuthClass),
+		Status: status, Message: err.Error(),
+	}, now)
+	f := r.failWith(st, h, v, reply{err: err, badStream: true, network: network}, now)
+	f.Err = err
+	return f
 }

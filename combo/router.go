@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,12 @@ type Request struct {
 	// PromptTokens is an estimate of the request's size, for strategies that
 	// filter by context window; 0 when unknown.
 	PromptTokens int
+
+	// deadline is when the request must have its answer (see
+	// Settings.RequestTimeout), on the router's clock; set by Do, and kept
+	// by the copies the emergency fallback makes, so that one deadline
+	// covers the whole of Do.
+	deadline time.Time
 }
 
 // LeaseClaim is the lease a request presents.
@@ -61,7 +69,7 @@ type Attempt struct {
 	Outcome  Outcome
 	Reason   Reason // for skipped targets: why
 	Status   int    // upstream status after restatement; 0 for transport errors
-	Code     string // failure reason given by the classifier, or the skip detail
+	Code     string // failure reason given by the classifier, the skip detail, or "retry_same_target"
 	Err      error  // transport or stream error, if any
 	Start    time.Time
 	Duration time.Duration
@@ -84,40 +92,28 @@ type Result struct {
 
 	// trigger is the first failure that names exhausted funds or credits,
 	// for the emergency fallback; nil when none did.
-	trigger *UpstreamError
+	trigger *Error
 }
 
-// ErrUpstream is matched by [UpstreamError].
-var ErrUpstream = errors.New("combo: upstream failed")
+// ErrEmptyStream is the error of an attempt whose streamed answer ended
+// before any event: an empty answer, retried on the next target.
+var ErrEmptyStream = errors.New("combo: stream ended before any event")
 
-// UpstreamError is the answer when every dispatched attempt failed, or a
-// failure was not worth a fallback (a malformed request). It carries the
-// last upstream answer so a gateway can pass it through.
-type UpstreamError struct {
-	Status   int // restated status; 502 for a transport failure
-	Header   http.Header
-	Body     []byte
-	Reason   string // classifier reason of the last failure
-	Err      error  // transport or stream error of the last attempt, if any
-	Attempts []Attempt
-}
+// ErrRequestTimeout is the error of a request that ran past its deadline
+// (Settings.RequestTimeout): Do returns a 504 [*Error] matching it, and the
+// body of a committed stream returns it from Read.
+var ErrRequestTimeout = errors.New("combo: request timeout")
 
-func (e *UpstreamError) Error() string {
-	msg := "combo: upstream failed with status " + http.StatusText(e.Status)
-	if e.Reason != "" {
-		msg += " (" + e.Reason + ")"
-	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
+// ErrBodyTooLarge is the error of an attempt whose non-streamed answer is
+// larger than Config.MaxBodyBytes: Do returns a 502 [*Error] matching it.
+var ErrBodyTooLarge = errors.New("combo: answer body too large")
 
-// Is matches ErrUpstream.
-func (e *UpstreamError) Is(target error) bool { return target == ErrUpstream }
-
-// Unwrap returns the transport or stream error of the last attempt.
-func (e *UpstreamError) Unwrap() error { return e.Err }
+// Reasons of the router's own failures, as Error.Reason and Attempt.Code
+// give them.
+const (
+	reasonRequestTimeout = "request_timeout"
+	reasonBodyTooLarge   = "body_too_large"
+)
 
 // maxErrorBody bounds how much of a failed answer is read for
 // classification and kept for the caller.
@@ -134,8 +130,27 @@ type Router struct {
 	log        *slog.Logger
 }
 
-// reqState is the scratch space of one request, reused across requests.
+// reqState is the state of one request, reused across requests: what the
+// request is, how far it got, and the scratch space of its screenings.
 type reqState struct {
+	// The request, as dispatch received it.
+	ctx   context.Context // for the layers' store calls
+	req   *Request
+	set   Settings
+	strat Strategy
+	send  SendFunc
+	res   *Result
+
+	// How far it got.
+	deadline  time.Time     // when the request must have its answer, on the router's clock
+	budget    int           // attempts left, retries and fallbacks together
+	attempted int           // attempts made (admission skips excluded)
+	waits     int           // cooldown waits made
+	waitLeft  time.Duration // cooldown-wait budget left
+	last      *failure      // the latest failure, nil before any
+	share     queue.Grant   // a ConnectionSlotter's slot, taken once
+	ordered   bool          // the strategy has ordered once
+
 	all      []*Target
 	eligible []*Target
 	excluded []Exclusion
@@ -152,12 +167,11 @@ type reqState struct {
 	breakers []breakerMemo
 }
 
-// New returns a router over the layers in cfg. Every layer is optional.
+// New returns a router over the layers in cfg (see [Config.Normalize]).
+// Every layer is optional: New(Config{}) routes with no layer at all.
 func New(cfg Config) *Router {
+	cfg = cfg.Normalize()
 	r := &Router{cfg: cfg, strategies: newStrategies(&cfg), log: cfg.Logger}
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
-	}
 	r.states.New = func() any { return new(reqState) }
 	return r
 }
@@ -179,23 +193,30 @@ func (r *Router) Stats(t *Target) Stats {
 	return s
 }
 
-func (r *Router) getState() *reqState { return r.states.Get().(*reqState) }
+// getState returns a clean state for req.
+func (r *Router) getState(ctx context.Context, req *Request, set Settings, strat Strategy, send SendFunc) *reqState {
+	st := r.states.Get().(*reqState)
+	st.ctx, st.req, st.set, st.strat, st.send = ctx, req, set, strat, send
+	st.budget, st.waitLeft = set.MaxAttempts, set.CooldownWait.Budget
+	return st
+}
 
 func (r *Router) putState(st *reqState) {
 	clear(st.all)
 	clear(st.eligible)
 	clear(st.excluded)
 	clear(st.skipped)
-	st.all, st.eligible, st.excluded, st.skipped = st.all[:0], st.eligible[:0], st.excluded[:0], st.skipped[:0]
-	st.tried = st.tried[:0]
-	st.exh.reset()
-	st.pick = Pick{}
+	all, eligible, excluded, skipped := st.all[:0], st.eligible[:0], st.excluded[:0], st.skipped[:0]
+	tried, exh, breakers := st.tried[:0], st.exh, st.breakers
+	exh.reset()
+	*st = reqState{all: all, eligible: eligible, excluded: excluded, skipped: skipped,
+		tried: tried, exh: exh, breakers: breakers}
 	r.states.Put(st)
 }
 
 // screen fills st.eligible with the targets that pass every layer now, in
 // declared order, and st.excluded with the others.
-func (r *Router) screen(req *Request, st *reqState, now time.Time) {
+func (r *Router) screen(st *reqState, now time.Time) {
 	st.eligible = st.eligible[:0]
 	st.excluded = st.excluded[:0]
 	st.memo, st.breakers = true, st.breakers[:0]
@@ -208,7 +229,7 @@ func (r *Router) screen(req *Request, st *reqState, now time.Time) {
 			continue
 		}
 		var x Exclusion
-		if r.exclusion(t, req, st, now, &x) {
+		if r.exclusion(t, st.req, st, now, &x) {
 			st.excluded = append(st.excluded, x)
 			continue
 		}
@@ -229,43 +250,46 @@ func (st *reqState) triedBefore(t *Target) bool {
 	return false
 }
 
-// order runs the strategy over st.eligible, then puts the session's pinned
-// connection first (for strategies that allow it).
-func (r *Router) order(s Strategy, req *Request, st *reqState, now time.Time) {
+// order runs the strategy over st.eligible, then lets session affinity pick
+// the connection: whatever the strategy, a session pinned to a connection of
+// the first target's provider and model goes to that connection, unless the
+// strategy orders sessions itself (see [SessionOrderer]).
+func (r *Router) order(st *reqState, now time.Time) {
+	req := st.req
 	st.pick = Pick{Combo: req.Combo, Targets: st.eligible, Now: now, Request: req, Signals: r}
-	s.Order(&st.pick)
+	st.strat.Order(&st.pick)
 	st.eligible = st.pick.Targets
 	st.pick = Pick{}
-	// Priority, fill-first and context-relay keep their declared order; cache-optimized's
-	// order beats session stickiness.
-	switch req.Combo.Strategy {
-	case "", StrategyPriority, StrategyFillFirst, StrategyContextRelay, StrategyCacheOptimized:
+	if req.Session == "" {
 		return
 	}
-	if req.Session != "" {
-		r.applyPin(req, st.eligible, now)
+	if so, ok := st.strat.(SessionOrderer); ok && so.OrdersSessions() {
+		return
 	}
+	r.applyPin(req, st.eligible, now)
 }
 
-// quotaShareSlot takes the quota-share slot of the first ordered target's
-// connection (see Config.NoQuotaShareSlot). It fails open, so its only error
-// is the end of ctx.
-func (r *Router) quotaShareSlot(ctx context.Context, req *Request, ordered []*Target, set Settings) (queue.Grant, error) {
+// connectionSlot takes the slot of the first ordered target's connection
+// when the strategy holds one per request (see [ConnectionSlotter] and
+// Config.NoQuotaShareSlot). It fails open, so its only error is the end of
+// ctx.
+func (r *Router) connectionSlot(ctx context.Context, st *reqState) (queue.Grant, error) {
 	q := r.cfg.Queue
-	if q == nil || r.cfg.NoQuotaShareSlot || req.Combo.Strategy != StrategyQuotaShare || len(ordered) == 0 {
+	cs, ok := st.strat.(ConnectionSlotter)
+	if q == nil || !ok || r.cfg.NoQuotaShareSlot || len(st.eligible) == 0 {
 		return queue.Grant{}, nil
 	}
-	t := ordered[0]
+	t := st.eligible[0]
 	if t.Connection == "" || t.MaxConcurrent <= 0 {
 		return queue.Grant{}, nil
 	}
-	g, err := q.AcquireMany(ctx, []queue.Need{{Key: "qsconn:" + t.Connection, Cap: t.MaxConcurrent}},
-		queue.ManyOptions{Timeout: set.QueueTimeout, MaxQueue: set.QueueDepth, FailOpen: true})
+	g, err := q.AcquireMany(ctx, []queue.Need{{Key: cs.ConnectionSlot(t), Cap: t.MaxConcurrent}},
+		queue.ManyOptions{Timeout: st.set.QueueTimeout, MaxQueue: st.set.QueueDepth, FailOpen: true})
 	if err != nil {
 		return queue.Grant{}, err
 	}
 	if g.Bypassed != nil {
-		r.log.Warn("combo: quota-share slot bypassed", "connection", t.Connection, "err", g.Bypassed)
+		r.log.Warn("combo: connection slot bypassed", "connection", t.Connection, "err", g.Bypassed)
 	}
 	return g, nil
 }
@@ -275,15 +299,20 @@ func (r *Router) quotaShareSlot(ctx context.Context, req *Request, ordered []*Ta
 // through send until one succeeds.
 //
 // On success the result holds the upstream response, whose body the caller
-// must close. Otherwise the error is a [*TerminalError] (nothing could be
-// dispatched: 503 all_targets_cooling_down or 404 no_executable_targets), an
-// [*UpstreamError] (attempts were made and failed), a lease error (the
-// request's lease is not valid), or the context's error.
+// must close. Otherwise the error is an [*Error]: a terminal answer when
+// nothing could be dispatched (503 [CodeAllCoolingDown], 429
+// [CodeQueueFull], 404 [CodeModelNotFound] or 400 [CodeCapabilityMismatch]),
+// [CodeUpstream] when attempts were made and failed, [CodeUnknownStrategy]
+// for a strategy the router does not know; or a lease error (the request's
+// lease is not valid), or the context's error.
 //
 // When the router is configured with an [EmergencyFallback] and every
 // target failed, one of them naming exhausted funds or credits, a request without tools is sent
 // once more to the emergency target (see [EmergencyFallback]).
 func (r *Router) Do(ctx context.Context, req Request, send SendFunc) (*Result, error) {
+	if req.deadline.IsZero() && req.Combo != nil {
+		req.deadline = r.now().Add(req.Combo.Settings.requestTimeout())
+	}
 	res, err := r.dispatch(ctx, req, send)
 	if err != nil && r.cfg.Emergency != nil {
 		return r.emergency(ctx, req, send, res, err)
@@ -291,7 +320,9 @@ func (r *Router) Do(ctx context.Context, req Request, send SendFunc) (*Result, e
 	return res, err
 }
 
-// dispatch is Do without the emergency fallback.
+// dispatch is Do without the emergency fallback. Each pass screens the
+// targets not tried yet, then either waits out a short lockout, gives up,
+// or dispatches the eligible ones in the strategy's order (a round).
 func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Result, error) {
 	c := req.Combo
 	if c == nil || len(c.Targets) == 0 {
@@ -305,113 +336,180 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 	if err != nil {
 		return &Result{}, err
 	}
-	set := c.Settings.Normalize()
-	st := r.getState()
+	st := r.getState(ctx, &req, c.Settings.norm(), strat, send)
 	defer r.putState(st)
+	st.deadline = req.deadline
+	if st.deadline.IsZero() {
+		st.deadline = r.now().Add(st.set.RequestTimeout)
+	}
 	for i := range c.Targets {
 		st.all = append(st.all, &c.Targets[i])
 	}
 	if err := r.checkLease(&req, st, r.now()); err != nil {
 		return &Result{}, err
 	}
-
-	res := &Result{}
-	budget := set.MaxAttempts
-	waits := 0
-	waitLeft := set.CooldownWait.Budget
-	var last *failure
-	attempted := 0
-	var share queue.Grant // quota-share's connection slot, taken once
-	defer func() { share.Release() }()
-	ordered := false
+	st.res = &Result{}
+	defer func() { st.share.Release() }()
 	for {
 		now := r.now()
-		r.screen(&req, st, now)
+		if !now.Before(st.deadline) {
+			return st.res, r.requestTimedOut(st)
+		}
+		r.screen(st, now)
 		if len(st.eligible) == 0 {
-			if d, ok := r.cooldownWait(&req, st, set, waits, waitLeft, last, now); ok {
+			if d, ok := r.cooldownWait(st, now); ok {
 				if err := sleep(ctx, d); err != nil {
-					return res, err
+					return st.res, err
 				}
-				waits++
-				waitLeft -= d
-				st.tried = st.tried[:0]
-				clear(st.skipped)
-				st.skipped = st.skipped[:0]
+				st.waited(d)
 				continue
 			}
-			if last != nil {
-				last.Attempts = res.Attempts
-				r.keepExcluded(res, st)
-				return res, &last.UpstreamError
-			}
-			return res, r.terminal(c, attempted, st)
+			return st.res, r.giveUp(st)
 		}
-		r.order(strat, &req, st, now)
-		if !ordered {
-			ordered = true
-			if share, err = r.quotaShareSlot(ctx, &req, st.eligible, set); err != nil {
-				return res, err
+		r.order(st, now)
+		if !st.ordered {
+			st.ordered = true
+			if st.share, err = r.connectionSlot(ctx, st); err != nil {
+				return st.res, err
 			}
 		}
-
-		for _, t := range st.eligible {
-			if budget == 0 {
-				break
-			}
-			st.tried = append(st.tried, keyOf(t))
-			var x Exclusion
-			if r.exclusion(t, &req, st, r.now(), &x) {
-				st.explain(&x)
-				st.skipped = append(st.skipped, x)
-				res.Attempts = append(res.Attempts, Attempt{Target: *t, Outcome: OutcomeSkipped,
-					Reason: x.Reason, Code: x.Detail, Start: r.now()})
-				continue
-			}
-			budget--
-			attempted++
-			resp, fail, err := r.attempt(ctx, t, &req, set, st, res, send)
-			if err != nil {
-				return res, err
-			}
-			if resp == nil && fail == nil { // skipped at admission: no upstream call
-				budget++
-				attempted--
-				continue
-			}
-			if resp != nil {
-				res.Response = resp
-				res.Target = *t
-				r.keepExcluded(res, st)
-				return res, nil
-			}
-			last = fail
-			if r.cfg.Emergency != nil && res.trigger == nil {
-				if _, ok := r.classifier().EmergencyFallback(fail.Status, fail.Body, req.Tools > 0); ok {
-					res.trigger = &fail.UpstreamError
-				}
-			}
-			if !fail.fallback {
-				last.Attempts = res.Attempts
-				r.keepExcluded(res, st)
-				return res, &last.UpstreamError
-			}
+		if done, err := r.round(ctx, st); done {
+			return st.res, err
 		}
-		if budget == 0 {
-			if last != nil {
-				last.Attempts = res.Attempts
-				r.keepExcluded(res, st)
-				return res, &last.UpstreamError
-			}
-			return res, r.terminal(c, attempted, st)
+		if st.budget == 0 {
+			return st.res, r.giveUp(st)
 		}
 		// Every eligible target was tried once; loop to screen again, which
 		// either finds nothing left (and may wait) or a target freed since.
 	}
 }
 
+// waited starts a new pass after a cooldown wait of d: every target may be
+// tried again.
+func (st *reqState) waited(d time.Duration) {
+	st.waits++
+	st.waitLeft -= d
+	st.tried = st.tried[:0]
+	clear(st.skipped)
+	st.skipped = st.skipped[:0]
+}
+
+// round dispatches st.eligible in order. It reports done when the request
+// has its answer: a success (nil error), a failure not worth a fallback, or
+// the end of ctx. Otherwise every eligible target was tried or the budget
+// ran out.
+func (r *Router) round(ctx context.Context, st *reqState) (done bool, err error) {
+	for _, t := range st.eligible {
+		if st.budget == 0 {
+			break
+		}
+		if !r.now().Before(st.deadline) {
+			return true, r.requestTimedOut(st)
+		}
+		st.tried = append(st.tried, keyOf(t))
+		if r.refusedAtDispatch(t, st) {
+			continue
+		}
+		resp, fail, err := r.tryTarget(ctx, t, st)
+		switch {
+		case err == ErrRequestTimeout: //nolint:errorlint // the attempt's own marker, never wrapped
+			return true, r.requestTimedOut(st)
+		case err != nil:
+			return true, err
+		case resp != nil:
+			st.res.Response = resp
+			st.res.Target = *t
+			r.keepExcluded(st.res, st)
+			return true, nil
+		case fail == nil: // skipped at admission: no upstream call
+			continue
+		}
+		r.noteFailure(st, fail)
+		if !fail.fallback {
+			return true, r.giveUp(st)
+		}
+	}
+	return false, nil
+}
+
+// refusedAtDispatch asks the layers about t once more, right before its
+// attempt: a target refused now is recorded as skipped.
+func (r *Router) refusedAtDispatch(t *Target, st *reqState) bool {
+	var x Exclusion
+	if !r.exclusion(t, st.req, st, r.now(), &x) {
+		return false
+	}
+	st.explain(&x)
+	st.skipped = append(st.skipped, x)
+	st.res.Attempts = append(st.res.Attempts, Attempt{Target: *t, Outcome: OutcomeSkipped,
+		Reason: x.Reason, Code: x.Detail, Start: r.now()})
+	return true
+}
+
+// tryTarget sends the request to t, and again to t after a transport
+// failure while same-target retries are left. Every send counts against the
+// budget; an attempt skipped at admission gives its count back.
+func (r *Router) tryTarget(ctx context.Context, t *Target, st *reqState) (*http.Response, *failure, error) {
+	st.budget--
+	st.attempted++
+	resp, fail, err := r.attempt(ctx, t, st, r.canRetry(ctx, st, 0))
+	for retries := 1; err == nil && fail != nil && fail.retrySame; retries++ {
+		if err = sleep(ctx, st.set.retryDelay()); err != nil {
+			break
+		}
+		st.budget--
+		resp, fail, err = r.attempt(ctx, t, st, r.canRetry(ctx, st, retries))
+	}
+	if err == nil && resp == nil && fail == nil {
+		st.budget++
+		st.attempted--
+	}
+	return resp, fail, err
+}
+
+// noteFailure keeps fail as the request's latest failure, and as the
+// emergency fallback's trigger when it is the first to name exhausted funds
+// or credits.
+func (r *Router) noteFailure(st *reqState, fail *failure) {
+	st.last = fail
+	if r.cfg.Emergency != nil && st.res.trigger == nil {
+		if _, ok := r.classifier().EmergencyFallback(fail.Status, fail.Body, st.req.Tools > 0); ok {
+			st.res.trigger = &fail.Error
+		}
+	}
+}
+
+// giveUp is the request's answer when nothing more will be tried: the last
+// upstream failure, carrying the whole trail, or the terminal answer when
+// nothing was dispatched. Either way the result keeps the last screening's
+// exclusions.
+func (r *Router) giveUp(st *reqState) error {
+	if st.last == nil {
+		return r.terminal(st.req.Combo, st.attempted, st)
+	}
+	e := &st.last.Error
+	e.Code, e.Combo, e.Attempts = CodeUpstream, st.req.Combo.Name, st.res.Attempts
+	r.keepExcluded(st.res, st)
+	return e
+}
+
+// requestTimedOut is the request's answer when its deadline passed before
+// an answer: a 504 upstream failure matching [ErrRequestTimeout], with the
+// trail, and the retry time of the last failure if there was one.
+func (r *Router) requestTimedOut(st *reqState) error {
+	e := &Error{Code: CodeUpstream, Status: http.StatusGatewayTimeout, Combo: st.req.Combo.Name,
+		Reason: reasonRequestTimeout, Err: ErrRequestTimeout, Attempts: st.res.Attempts}
+	if st.last != nil {
+		e.RetryAfter = st.last.RetryAfter
+	}
+	r.keepExcluded(st.res, st)
+	r.log.Warn("combo: request timeout", "combo", e.Combo, "attempts", len(e.Attempts))
+	return e
+}
+
 // terminal builds the answer for a pool with nothing left to dispatch and
 // logs it.
-func (r *Router) terminal(c *Combo, attempted int, st *reqState) *TerminalError {
+func (r *Router) terminal(c *Combo, attempted int, st *reqState) *Error {
 	for i := range st.excluded {
 		st.explain(&st.excluded[i])
 	}
@@ -442,11 +540,35 @@ func (st *reqState) explain(x *Exclusion) {
 	}
 }
 
-// failure is an attempt's classified failure.
+// failure is an attempt's classified failure; its Error becomes the
+// request's answer when it is the last.
 type failure struct {
-	UpstreamError
-	fallback bool          // worth trying another target
-	hint     time.Duration // the upstream's retry hint, if any
+	Error
+	fallback  bool // worth trying another target
+	retrySame bool // a transport failure to send to the same target again
+}
+
+// codeRetrySameTarget is the Attempt.Code of a transport failure that the
+// router sends to the same target again.
+const codeRetrySameTarget = "retry_same_target"
+
+// canRetry reports whether a transport failure of the next send may be sent
+// to the same target again: a retry is left (retries were made so far), the
+// attempt budget has room, and the pause ends before ctx's deadline and the
+// request's.
+func (r *Router) canRetry(ctx context.Context, st *reqState, retries int) bool {
+	set := st.set
+	if retries >= set.maxRetries() || st.budget <= 0 {
+		return false
+	}
+	end := r.now().Add(set.retryDelay())
+	if !end.Before(st.deadline) {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && !end.Before(dl) {
+		return false
+	}
+	return true
 }
 
 // sleep waits d or until ctx ends.
@@ -461,97 +583,235 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// reply is what one attempt got back, as the layers are told of it: an HTTP
+// answer (status, header, body) or a transport or stream error.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+	err    error
+	// badStream marks a stream cut by the watchdog, empty, or ended early
+	// before its first useful output, or a plain answer whose body broke
+	// off (see failWith).
+	badStream bool
+	// network marks a failure the breaker counts as a network error: the
+	// answer broke off in transit.
+	network bool
+}
+
+// run is one attempt in progress: its target, what it holds, its
+// statistics and its timer. The timer runs to the per-target timeout, or to
+// the request's deadline when that comes first (byDeadline); after a
+// stream's commit, to the request's deadline.
+type run struct {
+	t          *Target
+	h          *handle
+	ts         *targetStats
+	start      time.Time
+	cancel     context.CancelFunc
+	timer      *time.Timer
+	timedOut   atomic.Bool // set by the timer's goroutine
+	byDeadline bool        // the timer runs to the request's deadline
+}
+
+// stop ends the attempt's timeout and context.
+func (a *run) stop() {
+	a.timer.Stop()
+	a.cancel()
+}
+
+// deadlineHit reports whether the attempt was cut by the request's
+// deadline rather than by its per-target timeout.
+func (a *run) deadlineHit() bool { return a.byDeadline && a.timedOut.Load() }
+
+// untilDeadline re-arms the timer of a committed stream to the request's
+// deadline, left from now. A timer that fired already is left as it is:
+// the stream's next Read fails.
+func (a *run) untilDeadline(left time.Duration) {
+	if a.timer.Stop() {
+		a.byDeadline = true
+		a.timer.Reset(max(left, 0))
+	}
+}
+
 // attempt runs one dispatch to t. It returns the response on success, the
 // classified failure otherwise, nothing when a layer refused the target at
 // admission, or an error when the caller's context ended or the request's
 // lease is no longer valid.
-func (r *Router) attempt(ctx context.Context, t *Target, req *Request, set Settings, st *reqState, res *Result, send SendFunc) (*http.Response, *failure, error) {
+//
+// With retry set, a transport failure before any response (not the end of
+// ctx nor of the attempt's timeout) is reported to no layer: attempt
+// returns a failure with retrySame set, and the caller sends to the same
+// target again after Settings.RetryDelay.
+func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry bool) (*http.Response, *failure, error) {
 	start := r.now()
-	h, skip, err := r.begin(ctx, t, req, set)
+	h, skip, err := r.begin(ctx, t, st)
 	if err != nil {
 		return nil, nil, err
 	}
 	if skip != nil {
 		st.skipped = append(st.skipped, *skip)
-		r.record(res, Attempt{Target: *t, Outcome: OutcomeSkipped, Reason: skip.Reason, Code: skip.Detail, Start: start})
+		r.record(st, t, Attempt{Target: *t, Outcome: OutcomeSkipped, Reason: skip.Reason, Code: skip.Detail, Start: start})
 		return nil, nil, nil
 	}
-	ts := r.stats.get(t)
-	ts.requests.Add(1)
-	ts.inFlight.Add(1)
+	left := st.deadline.Sub(r.now()) // after the admission waits
+	if left <= 0 {
+		h.abandon()
+		return nil, nil, ErrRequestTimeout
+	}
+	a := &run{t: t, h: h, ts: r.stats.get(t), start: start}
+	a.ts.requests.Add(1)
+	a.ts.inFlight.Add(1)
 
 	// The per-target timeout bounds the attempt up to its commit: the whole
-	// of a plain answer, and a stream until its first useful output.
+	// of a plain answer, and a stream until its first useful output; the
+	// request's deadline bounds it in any case.
 	actx, cancel := context.WithCancel(ctx)
-	var timedOut atomic.Bool // set by the timer's goroutine
-	timer := time.AfterFunc(set.TargetTimeout, func() { timedOut.Store(true); cancel() })
-	stopTimer := func() { timer.Stop() }
-	failed := func(f *failure, e error) (*http.Response, *failure, error) {
-		timer.Stop()
-		cancel()
-		ts.inFlight.Add(-1)
-		ts.failures.Add(1)
-		now := r.now()
-		r.record(res, Attempt{Target: *t, Outcome: OutcomeFailed, Status: f.Status, Code: f.Reason,
-			Err: e, Start: start, Duration: now.Sub(start)})
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
-		}
-		return nil, f, nil
+	a.cancel = cancel
+	d := st.set.TargetTimeout
+	if left < d {
+		d, a.byDeadline = left, true
 	}
+	a.timer = time.AfterFunc(d, func() { a.timedOut.Store(true); cancel() })
 
-	resp, sendErr := send(actx, t)
+	resp, sendErr := st.send(actx, t)
 	if sendErr == nil && resp == nil {
 		sendErr = errors.New("combo: send returned neither response nor error")
 	}
 	if sendErr != nil {
-		if ctx.Err() != nil { // the caller gave up: not the target's fault
-			timer.Stop()
-			cancel()
-			ts.inFlight.Add(-1)
-			h.abandon()
-			r.record(res, Attempt{Target: *t, Outcome: OutcomeFailed, Err: ctx.Err(), Start: start, Duration: r.now().Sub(start)})
-			return nil, nil, ctx.Err()
-		}
-		status := http.StatusBadGateway
-		if actx.Err() != nil || errors.Is(sendErr, context.DeadlineExceeded) {
-			status = http.StatusGatewayTimeout
-			r.evictPin(req, t)
-		}
-		return failed(r.fail(t, req, h, st, status, nil, nil, sendErr, r.now()), sendErr)
+		return r.sendFailed(ctx, actx, st, a, sendErr, retry)
 	}
-
 	if resp.StatusCode >= 400 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
-		return failed(r.fail(t, req, h, st, resp.StatusCode, resp.Header, body, nil, r.now()), nil)
+		return r.failed(ctx, st, a, r.fail(st, h, reply{status: resp.StatusCode, header: resp.Header, body: body}, r.now()))
 	}
+	return r.succeeded(ctx, st, a, resp)
+}
 
-	fin := &finalizer{ts: ts, h: h, cancel: func() { timer.Stop(); cancel() }}
-	if isEventStream(resp) {
-		prefix, body, f := r.commitStream(t, h, st, resp, stopTimer)
-		if f != nil {
-			if timedOut.Load() {
-				r.evictPin(req, t)
-			}
-			return failed(f, f.Err)
-		}
-		resp.Body = &finalBody{r: io.MultiReader(bytes.NewReader(prefix), body), c: body, fin: fin}
-	} else {
-		resp.Body = &finalBody{r: resp.Body, c: resp.Body, fin: fin}
+// sendFailed ends an attempt whose send returned an error: the caller gave
+// up, a same-target retry follows, or the failure is classified.
+func (r *Router) sendFailed(ctx, actx context.Context, st *reqState, a *run, sendErr error, retry bool) (*http.Response, *failure, error) {
+	if ctx.Err() != nil { // the caller gave up: not the target's fault
+		return r.abandoned(st, a, ctx.Err())
 	}
+	if a.deadlineHit() { // the request ran out of time: not the target's fault
+		return r.abandoned(st, a, ErrRequestTimeout)
+	}
+	if retry && actx.Err() == nil {
+		// A transport failure before any response, with a same-target
+		// retry left: nothing is reported, the caller sends again.
+		a.stop()
+		a.ts.inFlight.Add(-1)
+		a.h.abandon()
+		r.record(st, a.t, Attempt{Target: *a.t, Outcome: OutcomeFailed, Code: codeRetrySameTarget, Err: sendErr,
+			Start: a.start, Duration: r.now().Sub(a.start)})
+		return nil, &failure{retrySame: true}, nil
+	}
+	status := http.StatusBadGateway
+	if actx.Err() != nil || errors.Is(sendErr, context.DeadlineExceeded) {
+		status = http.StatusGatewayTimeout
+		r.evictPin(st.req, a.t)
+	}
+	return r.failed(ctx, st, a, r.fail(st, a.h, reply{status: status, err: sendErr}, r.now()))
+}
+
+// abandoned ends an attempt that the caller gave up on (err is ctx's error)
+// or that the request's deadline cut (err is [ErrRequestTimeout]): nothing
+// is learned, the trail records it, and err is returned.
+func (r *Router) abandoned(st *reqState, a *run, err error) (*http.Response, *failure, error) {
+	a.stop()
+	a.ts.inFlight.Add(-1)
+	a.h.abandon()
+	at := Attempt{Target: *a.t, Outcome: OutcomeFailed, Err: err, Start: a.start, Duration: r.now().Sub(a.start)}
+	if err == ErrRequestTimeout { //nolint:errorlint // the router's own value
+		at.Status, at.Code = http.StatusGatewayTimeout, reasonRequestTimeout
+	}
+	r.record(st, a.t, at)
+	return nil, nil, err
+}
+
+// failed ends a failed attempt: it records the trail entry and returns the
+// failure, or the caller's error when ctx ended meanwhile.
+func (r *Router) failed(ctx context.Context, st *reqState, a *run, f *failure) (*http.Response, *failure, error) {
+	a.stop()
+	a.ts.inFlight.Add(-1)
+	a.ts.failures.Add(1)
 	now := r.now()
-	r.succeed(t, req, h, now)
-	ts.success(now.Sub(start), now)
-	r.record(res, Attempt{Target: *t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,
-		Start: start, Duration: now.Sub(start)})
+	r.record(st, a.t, Attempt{Target: *a.t, Outcome: OutcomeFailed, Status: f.Status, Code: f.Reason,
+		Err: f.Err, Start: a.start, Duration: now.Sub(a.start)})
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
+	return nil, f, nil
+}
+
+// succeeded commits an answered attempt. A stream is read up to its first
+// useful output (a bad stream before that point is a failure), then its
+// timer runs to the request's deadline. A plain answer is read whole (a body
+// that breaks off is a failure, see bodyFailed) and handed on from memory.
+// The body is wrapped to finalize the attempt on Close, and every layer is
+// told.
+func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http.Response) (*http.Response, *failure, error) {
+	fb := &finalBody{left: -1}
+	fb.fin.a = a
+	switch {
+	case isEventStream(resp):
+		prefix, body, f := r.commitStream(a, st, resp)
+		if f == errDeadlineCut {
+			return r.abandoned(st, a, ErrRequestTimeout)
+		}
+		if f != nil {
+			if a.timedOut.Load() {
+				r.evictPin(st.req, a.t)
+			}
+			return r.failed(ctx, st, a, f)
+		}
+		a.untilDeadline(st.deadline.Sub(r.now()))
+		fb.buf.Reset(prefix)
+		fb.up, fb.c = body, body
+		if resp.ContentLength > 0 {
+			fb.left = resp.ContentLength - int64(len(prefix))
+		}
+	case hasNoBody(resp):
+		a.timer.Stop()
+		if resp.Body != nil {
+			fb.up, fb.c = resp.Body, resp.Body
+		}
+	default:
+		body, err := readWhole(resp.Body, resp.ContentLength, r.cfg.MaxBodyBytes)
+		resp.Body.Close()
+		if err != nil {
+			return r.bodyFailed(ctx, st, a, err)
+		}
+		a.timer.Stop()
+		fb.buf.Reset(body)
+		resp.ContentLength = int64(len(body))
+		if h := resp.Header; h != nil && len(h["Content-Length"]) > 0 {
+			h.Set("Content-Length", strconv.Itoa(len(body)))
+		}
+	}
+	resp.Body = fb
+	now := r.now()
+	r.succeed(a.t, st.req, a.h, now)
+	a.ts.success(now.Sub(a.start), now)
+	r.record(st, a.t, Attempt{Target: *a.t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,
+		Start: a.start, Duration: now.Sub(a.start)})
 	return resp, nil, nil
 }
 
-func (r *Router) record(res *Result, a Attempt) {
-	res.Attempts = append(res.Attempts, a)
+// record appends a trail entry and tells the OnAttempt hook, and every
+// user layer of an attempt that was made.
+func (r *Router) record(st *reqState, t *Target, a Attempt) {
+	st.res.Attempts = append(st.res.Attempts, a)
 	if r.cfg.OnAttempt != nil {
 		r.cfg.OnAttempt(a)
+	}
+	if len(r.cfg.Layers) > 0 && a.Outcome != OutcomeSkipped {
+		now := a.Start.Add(a.Duration)
+		for _, l := range r.cfg.Layers {
+			l.Report(t, a, now)
+		}
 	}
 }
 
@@ -562,34 +822,167 @@ func isEventStream(resp *http.Response) bool {
 
 // finalizer ends an attempt exactly once, when the caller closes the body.
 type finalizer struct {
-	once   sync.Once
-	ts     *targetStats
-	h      *handle
-	cancel func()
+	once sync.Once
+	a    *run
 }
 
 func (f *finalizer) finish() {
 	f.once.Do(func() {
-		f.cancel()
-		f.ts.inFlight.Add(-1)
-		f.h.releaseSlot()
+		f.a.stop()
+		f.a.ts.inFlight.Add(-1)
+		f.a.h.releaseSlot()
 	})
 }
 
-// finalBody is a response body that finalizes its attempt on Close.
-type finalBody struct {
-	r   io.Reader
-	c   io.Closer
-	fin *finalizer
+// hasNoBody reports whether resp has no body to read: none at all, or one
+// that HEAD, 204 and 304 answers never carry.
+func hasNoBody(resp *http.Response) bool {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return true
+	}
+	if resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
+		return true
+	}
+	return resp.Request != nil && resp.Request.Method == http.MethodHead
 }
 
-func (b *finalBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+// readWhole reads a plain answer's body whole, up to limit bytes. A body
+// that ends before its declared length (declared > 0) is cut short:
+// io.ErrUnexpectedEOF. A declared length of 0 or less is read as unknown,
+// up to its end. Over limit, the error matches [ErrBodyTooLarge].
+func readWhole(body io.Reader, declared, limit int64) ([]byte, error) {
+	if declared > limit {
+		return nil, fmt.Errorf("%w: %d bytes declared, limit %d", ErrBodyTooLarge, declared, limit)
+	}
+	if declared > 0 {
+		b := make([]byte, declared)
+		n, err := io.ReadFull(body, b)
+		if err == io.EOF { //nolint:errorlint // io.ReadFull's own value
+			err = io.ErrUnexpectedEOF // nothing of a body that was declared
+		}
+		return b[:n], err
+	}
+	b := make([]byte, 0, 512)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("%w: over %d bytes", ErrBodyTooLarge, limit)
+		}
+		if err == io.EOF { //nolint:errorlint // io.Reader's own value
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// bodyFailed ends an attempt whose plain answer could not be read whole.
+// The caller's end and the request's deadline learn nothing; an answer over
+// Config.MaxBodyBytes ends the request without a fallback and is reported to
+// no layer. Any other failure (a short or broken body, the per-target
+// timeout while reading it) is a failed attempt that falls back: it is
+// treated like a bad stream (see failWith: the exact model is locked, the
+// connection is not cooled) and counts for the breaker as a network error,
+// with status 502 (504 for the timeout).
+func (r *Router) bodyFailed(ctx context.Context, st *reqState, a *run, err error) (*http.Response, *failure, error) {
+	switch {
+	case ctx.Err() != nil:
+		return r.abandoned(st, a, ctx.Err())
+	case a.deadlineHit():
+		return r.abandoned(st, a, ErrRequestTimeout)
+	case errors.Is(err, ErrBodyTooLarge):
+		a.h.abandon()
+		f := &failure{}
+		f.Status, f.Reason, f.Err = http.StatusBadGateway, reasonBodyTooLarge, err
+		return r.failed(ctx, st, a, f)
+	}
+	status, network := http.StatusBadGateway, true
+	if a.timedOut.Load() {
+		status, network = http.StatusGatewayTimeout, false
+		err = fmt.Errorf("combo: per-target timeout while reading the answer: %w", err)
+		r.evictPin(st.req, a.t)
+	} else {
+		err = fmt.Errorf("combo: answer cut short: %w", err)
+	}
+	return r.failed(ctx, st, a, r.failCut(st, a.h, status, err, network, r.now()))
+}
+
+// finalBody is the body of a committed answer: the whole of a plain answer
+// read before commit, or a stream's held prefix followed by the rest of the
+// stream. It finalizes its attempt on Close. A stream that ends before its
+// declared Content-Length returns io.ErrUnexpectedEOF; one cut by the
+// request's deadline returns [ErrRequestTimeout]; any other error of the
+// upstream is returned as it is, never turned into io.EOF.
+type finalBody struct {
+	buf  bytes.Reader // the whole plain answer, or a stream's held prefix
+	up   io.Reader    // the rest of a stream; nil when everything is in buf
+	c    io.Closer    // the upstream body still open; nil when closed at commit
+	left int64        // bytes a stream still owes its Content-Length; -1 when unknown
+	fin  finalizer
+}
+
+func (b *finalBody) Read(p []byte) (int, error) {
+	if b.buf.Len() > 0 {
+		return b.buf.Read(p)
+	}
+	if b.up == nil {
+		return 0, io.EOF
+	}
+	n, err := b.up.Read(p)
+	if b.left >= 0 {
+		b.left -= int64(n)
+	}
+	switch {
+	case err == io.EOF && b.left > 0: //nolint:errorlint // io.Reader's own value
+		err = io.ErrUnexpectedEOF
+	case err != nil && err != io.EOF && b.fin.a.deadlineHit(): //nolint:errorlint // as above
+		err = ErrRequestTimeout
+	}
+	return n, err
+}
 
 func (b *finalBody) Close() error {
-	err := b.c.Close()
+	var err error
+	if b.c != nil {
+		err = b.c.Close()
+	}
 	b.fin.finish()
 	return err
 }
 
-// Config returns the layers the router was built with.
-func (r *Router) Config() Config { return r.cfg }
+// layerExclusion asks the user's layers about t, in order; the first that
+// refuses it names the exclusion.
+func (r *Router) layerExclusion(t *Target, now time.Time, x *Exclusion) bool {
+	for _, l := range r.cfg.Layers {
+		reason, until, ok := l.Check(t, now)
+		if ok {
+			continue
+		}
+		if reason == "" {
+			reason = reasonLayerRefused
+		}
+		var wait time.Duration
+		if until.After(now) {
+			wait = until.Sub(now)
+		}
+		return exclude(x, t, Reason(reason), "", wait)
+	}
+	return false
+}
+
+// reasonLayerRefused is the reason of a user layer's exclusion that names
+// none.
+const reasonLayerRefused = "layer_refused"
+
+// context is the request's context, for the layers' store calls.
+func (st *reqState) context() context.Context {
+	if st.ctx == nil {
+		return context.Background()
+	}
+	return st.ctx
+}

@@ -24,10 +24,10 @@ func benchRouter(b testing.TB, strategy string) (*Router, *Combo) {
 	now := time.Now()
 	cfg := Config{
 		Breakers:  breaker.NewSet(breaker.Config{}),
-		Gate:      breaker.NewGate(breaker.GateConfig{Settings: breaker.GateSettings{Enabled: true}}),
+		Gate:      breaker.NewGate(breaker.GateConfig{Enabled: true}),
 		Cooldowns: cooldown.New(cooldown.Config{}),
-		Lockouts:  lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}}),
-		Pins:      affinity.New(affinity.Config{Settings: affinity.Settings{TTL: time.Hour}}),
+		Lockouts:  lockout.New(lockout.Config{Enabled: true}),
+		Pins:      affinity.New(affinity.Config{TTL: time.Hour}),
 		Leases:    lease.New(lease.Config{}),
 		Queue:     queue.New(queue.Config{}),
 	}
@@ -40,7 +40,7 @@ func benchRouter(b testing.TB, strategy string) (*Router, *Combo) {
 	cfg.Lockouts.LockAt(lockout.Failure{Provider: "p1", Connection: "c1", Model: "m", Status: 429, Cooldown: time.Hour}, now)
 	cfg.Cooldowns.FailAt("c2", cooldown.Failure{Status: 429, Cooldown: time.Hour}, now)
 	for _, t := range c.Targets {
-		cfg.Breakers.State(t.Provider)
+		cfg.Breakers.StateAt(t.Provider, now)
 	}
 	return New(cfg), c
 }
@@ -48,12 +48,12 @@ func benchRouter(b testing.TB, strategy string) (*Router, *Combo) {
 // BenchmarkEligibilityAndOrder measures screening eight targets through
 // every layer and ordering the eligible ones.
 func BenchmarkEligibilityAndOrder(b *testing.B) {
-	for _, name := range []string{StrategyPriority, StrategyRoundRobin} {
+	for _, name := range []string{strategyPriority, strategyRoundRobin} {
 		b.Run(name, func(b *testing.B) {
 			r, c := benchRouter(b, name)
 			strat, _ := r.strategies.get(name)
 			req := Request{Combo: c}
-			st := r.getState()
+			st := r.getState(context.Background(), &req, c.Settings.norm(), strat, nil)
 			for i := range c.Targets {
 				st.all = append(st.all, &c.Targets[i])
 			}
@@ -61,8 +61,8 @@ func BenchmarkEligibilityAndOrder(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				r.screen(&req, st, now)
-				r.order(strat, &req, st, now)
+				r.screen(st, now)
+				r.order(st, now)
 			}
 			if len(st.eligible) != 6 {
 				b.Fatalf("eligible = %d, want 6", len(st.eligible))
@@ -72,18 +72,18 @@ func BenchmarkEligibilityAndOrder(b *testing.B) {
 }
 
 func TestEligibilityAllocatesNothing(t *testing.T) {
-	r, c := benchRouter(t, StrategyRoundRobin)
-	strat, _ := r.strategies.get(StrategyRoundRobin)
+	r, c := benchRouter(t, strategyRoundRobin)
+	strat, _ := r.strategies.get(strategyRoundRobin)
 	req := Request{Combo: c}
-	st := r.getState()
+	st := r.getState(context.Background(), &req, c.Settings.norm(), strat, nil)
 	for i := range c.Targets {
 		st.all = append(st.all, &c.Targets[i])
 	}
 	now := time.Now()
-	r.screen(&req, st, now)
+	r.screen(st, now)
 	allocs := testing.AllocsPerRun(200, func() {
-		r.screen(&req, st, now)
-		r.order(strat, &req, st, now)
+		r.screen(st, now)
+		r.order(st, now)
 	})
 	if allocs != 0 {
 		t.Fatalf("screen+order allocates %v times, want 0", allocs)
@@ -102,7 +102,7 @@ func (staticBody) Close() error { return nil }
 // order, admission, breaker, success reporting, body finalisation) around a
 // send that answers at once from memory.
 func BenchmarkDoOverhead(b *testing.B) {
-	r, c := benchRouter(b, StrategyPriority)
+	r, c := benchRouter(b, strategyPriority)
 	send := func(ctx context.Context, t *Target) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: staticBody{strings.NewReader("ok")}}, nil
 	}
@@ -121,7 +121,7 @@ func BenchmarkDoOverhead(b *testing.B) {
 
 // BenchmarkDoOverheadParallel is BenchmarkDoOverhead from many goroutines.
 func BenchmarkDoOverheadParallel(b *testing.B) {
-	r, c := benchRouter(b, StrategyRoundRobin)
+	r, c := benchRouter(b, strategyRoundRobin)
 	send := func(ctx context.Context, t *Target) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: staticBody{strings.NewReader("ok")}}, nil
 	}

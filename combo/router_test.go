@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/routeguard/routeguard/combo/combotest"
 	"github.com/routeguard/routeguard/cooldown"
 	"github.com/routeguard/routeguard/lease"
+	"github.com/routeguard/routeguard/lease/leasetest"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
 	"github.com/routeguard/routeguard/watchdog"
@@ -51,8 +53,8 @@ func newFleet(t *testing.T, providers ...string) *fleet {
 	f.cfg = combo.Config{
 		Breakers:  breaker.NewSet(breaker.Config{}),
 		Cooldowns: cooldown.New(cooldown.Config{}),
-		Lockouts:  lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}}),
-		Pins:      affinity.New(affinity.Config{Settings: affinity.Settings{TTL: time.Hour}}),
+		Lockouts:  lockout.New(lockout.Config{Enabled: true}),
+		Pins:      affinity.New(affinity.Config{TTL: time.Hour}),
 		Leases:    lease.New(lease.Config{}),
 		Queue:     queue.New(queue.Config{}),
 	}
@@ -135,7 +137,7 @@ func TestOpenBreakerMovesTrafficWithoutTouchingProvider(t *testing.T) {
 			assert.Equal(t, "anthropic", res.Target.Provider)
 		}
 		require.Equal(t, 12, f.up["openai"].Total())
-		s, wait := f.cfg.Breakers.State("openai")
+		s, wait := f.cfg.Breakers.StateAt("openai", time.Now())
 		require.Equal(t, breaker.Open, s)
 		assert.Equal(t, 30*time.Second, wait)
 
@@ -150,7 +152,7 @@ func TestOpenBreakerMovesTrafficWithoutTouchingProvider(t *testing.T) {
 		res, err = f.do(t, c)
 		require.NoError(t, err)
 		assert.Equal(t, "openai", res.Target.Provider)
-		s, _ = f.cfg.Breakers.State("openai")
+		s, _ = f.cfg.Breakers.StateAt("openai", time.Now())
 		assert.Equal(t, breaker.Closed, s)
 	})
 }
@@ -195,7 +197,7 @@ func TestNotFoundLocksOneModelOnly(t *testing.T) {
 	}
 	old := &combo.Combo{Name: "old", Targets: []combo.Target{target("openai", "k1", "retired-1")}}
 	_, err := f.router.Do(context.Background(), combo.Request{Combo: old}, send)
-	var ue *combo.UpstreamError
+	var ue *combo.Error
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, 404, ue.Status)
 
@@ -232,7 +234,7 @@ func TestBadRequestDoesNotFallBack(t *testing.T) {
 	f.up["openai"].Script("", combotest.Error(400, "missing field messages"))
 	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
 	_, err := f.do(t, c)
-	var ue *combo.UpstreamError
+	var ue *combo.Error
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, 400, ue.Status)
 	assert.Contains(t, string(ue.Body), "missing field")
@@ -245,7 +247,7 @@ func TestAllFailedReturnsLastUpstreamAnswer(t *testing.T) {
 	f.up["anthropic"].Script("", combotest.Error(502, "b"))
 	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
 	res, err := f.do(t, c)
-	var ue *combo.UpstreamError
+	var ue *combo.Error
 	require.ErrorAs(t, err, &ue)
 	assert.ErrorIs(t, err, combo.ErrUpstream)
 	assert.Equal(t, 502, ue.Status)
@@ -309,7 +311,7 @@ func TestTerminalAnswers(t *testing.T) {
 			c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m"), target("claude", "b", "m")},
 				Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
 			res, err := f.do(t, c)
-			var te *combo.TerminalError
+			var te *combo.Error
 			require.ErrorAs(t, err, &te)
 			assert.Equal(t, tt.wantStatus, te.Status)
 			assert.Equal(t, 0, f.up["openai"].Total()+f.up["claude"].Total(), "no dispatch")
@@ -325,7 +327,7 @@ func TestTerminalAnswers(t *testing.T) {
 			assert.Equal(t, tt.wantRetry, resp.Header.Get("Retry-After"))
 			assert.Equal(t, te.TerminalReason, resp.Header.Get("X-Omniroute-Combo-Terminal-Reason"))
 			for _, p := range []string{"openai", "claude"} {
-				s, _ := f.cfg.Breakers.State(p)
+				s, _ := f.cfg.Breakers.StateAt(p, time.Now())
 				assert.Equal(t, breaker.Closed, s)
 			}
 		})
@@ -356,10 +358,9 @@ func TestSessionStaysOnItsConnection(t *testing.T) {
 
 func TestStaleLeaseRefusedBeforeUpstream(t *testing.T) {
 	f := newFleet(t, "openai")
-	owner, err := lease.NewOwner()
-	require.NoError(t, err)
-	l, _, err := f.cfg.Leases.Acquire(context.Background(), lease.Claim{
-		Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k2"}})
+	owner := leasetest.Owner('A')
+	l, err := f.cfg.Leases.AcquireAt(context.Background(), lease.Holder{Owner: lease.HashOwner(owner), APIKeyID: "kid"},
+		"openai", []string{"k2"}, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, "k2", l.Connection)
 	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m")}}
@@ -381,7 +382,7 @@ func TestStaleLeaseRefusedBeforeUpstream(t *testing.T) {
 func TestSlowStreamCutBeforeCommitCompletesElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, "slow", "fast")
-		f.cfg.Watchdog = watchdog.Config{Throughput: watchdog.Settings{Enabled: true}}
+		f.cfg.Watchdog = watchdog.Config{Throughput: true}
 		f.rebuild()
 		beats := make([]combotest.Event, 200)
 		for i := range beats {
@@ -535,7 +536,7 @@ func TestTerminalAnswerIsLogged(t *testing.T) {
 	c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m"), target("claude", "b", "m")},
 		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
 	_, err := f.do(t, c)
-	var te *combo.TerminalError
+	var te *combo.Error
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, 58*time.Second, te.RetryAfter)
 	out := buf.String()
@@ -547,7 +548,7 @@ func TestTerminalAnswerIsLogged(t *testing.T) {
 func TestUnknownStrategy(t *testing.T) {
 	f := newFleet(t, "openai")
 	_, err := f.do(t, &combo.Combo{Name: "x", Strategy: "fastest", Targets: []combo.Target{target("openai", "k", "m")}})
-	var se *combo.UnknownStrategyError
+	var se *combo.Error
 	require.ErrorAs(t, err, &se)
 	assert.Contains(t, err.Error(), `"fastest"`)
 	assert.Contains(t, err.Error(), "priority")
@@ -561,10 +562,9 @@ func TestEmptyComboIsNotExecutable(t *testing.T) {
 
 func TestLeasedConnectionIsHeldFromOthers(t *testing.T) {
 	f := newFleet(t, "openai")
-	owner, err := lease.NewOwner()
-	require.NoError(t, err)
-	_, _, err = f.cfg.Leases.Acquire(context.Background(), lease.Claim{
-		Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k1"}})
+	owner := leasetest.Owner('A')
+	_, err := f.cfg.Leases.AcquireAt(context.Background(), lease.Holder{Owner: lease.HashOwner(owner), APIKeyID: "kid"},
+		"openai", []string{"k1"}, time.Now())
 	require.NoError(t, err)
 	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m")}}
 	res, err := f.do(t, c)
@@ -574,7 +574,7 @@ func TestLeasedConnectionIsHeldFromOthers(t *testing.T) {
 
 	only := &combo.Combo{Name: "y", Targets: []combo.Target{target("openai", "k1", "m")}}
 	_, err = f.do(t, only)
-	var te *combo.TerminalError
+	var te *combo.Error
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, combo.ReasonLeaseHeld, te.Excluded[0].Reason)
 	assert.Equal(t, 503, te.Status)
@@ -583,7 +583,7 @@ func TestLeasedConnectionIsHeldFromOthers(t *testing.T) {
 func TestQueueFullSkipsToSibling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, "openai")
-		f.cfg.Queue = queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 1}})
+		f.cfg.Queue = queue.New(queue.Config{MaxConcurrency: 1, MaxQueueDepth: 1})
 		f.rebuild()
 		f.up["openai"].Script("k1", combotest.OK("slow").After(10*time.Second))
 		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("openai", "k2", "m")}}
@@ -679,7 +679,7 @@ func TestHalfOpenProbeInFlightAnswersCoolingDown(t *testing.T) {
 		synctest.Wait() // the probe hangs upstream
 
 		res, err := f.do(t, c)
-		var te *combo.TerminalError
+		var te *combo.Error
 		require.ErrorAs(t, err, &te)
 		assert.Equal(t, combo.TerminalAllCoolingDown, te.Code)
 		assert.Equal(t, 503, te.Status)
@@ -748,7 +748,7 @@ func TestBreakerCountsOneConnectionOncePerFiveSeconds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := breakerOnly(t, "openai", breaker.Profile{OpenAt: 3, Reset: time.Minute})
 		f.up["openai"].Script("", combotest.Error(503, "unavailable"))
-		failures := func() int { return f.cfg.Breakers.Snapshot()[0].Failures }
+		failures := func() int { return f.cfg.Breakers.SnapshotAt(time.Now())[0].Failures }
 		k1 := &combo.Combo{Name: "k1", Targets: []combo.Target{target("openai", "k1", "m")}}
 		k2 := &combo.Combo{Name: "k2", Targets: []combo.Target{target("openai", "k2", "m")}}
 
@@ -763,7 +763,7 @@ func TestBreakerCountsOneConnectionOncePerFiveSeconds(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		_, err = f.do(t, k1)
 		require.ErrorIs(t, err, combo.ErrUpstream)
-		s, _ := f.cfg.Breakers.State("openai")
+		s, _ := f.cfg.Breakers.StateAt("openai", time.Now())
 		assert.Equal(t, breaker.Open, s, "k1 counts again after 5 s: the third failure opens")
 		assert.Equal(t, 5, f.up["openai"].Total())
 	})
@@ -850,7 +850,7 @@ func TestRoundRobinPerTargetConcurrency(t *testing.T) {
 		synctest.Wait()
 
 		res, err := f.do(t, c)
-		var te *combo.TerminalError
+		var te *combo.Error
 		require.ErrorAs(t, err, &te, "the slot queue is full")
 		assert.Equal(t, combo.ReasonQueueFull, te.Excluded[0].Reason)
 		assert.Equal(t, []string{"openai/k1/m:skipped:queue_full"}, outcomes(res))
@@ -907,7 +907,7 @@ func TestCooldownWaitDisabledAnswers429(t *testing.T) {
 			Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
 		start := time.Now()
 		res, err := f.do(t, c)
-		var ue *combo.UpstreamError
+		var ue *combo.Error
 		require.ErrorAs(t, err, &ue)
 		assert.Equal(t, 429, ue.Status)
 		assert.Equal(t, "rate_limit_exceeded", ue.Reason)
@@ -945,12 +945,12 @@ func TestCooldownWaitBounds(t *testing.T) {
 				Status: 429, Reason: lockout.ReasonRateLimited, Cooldown: d}, time.Now())
 		}
 		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")},
-			Settings: combo.Settings{CooldownWait: combo.CooldownWait{MaxWait: 10 * time.Second, MaxAttempts: 2}}}
+			Settings: combo.Settings{CooldownWait: combo.CooldownWait{MaxWait: new(10 * time.Second), MaxAttempts: new(2)}}}
 
 		lock(10 * time.Second) // 10 s + 50 ms > MaxWait
 		start := time.Now()
 		_, err := f.do(t, c)
-		var te *combo.TerminalError
+		var te *combo.Error
 		require.ErrorAs(t, err, &te)
 		assert.Equal(t, 10*time.Second, te.RetryAfter)
 		assert.Equal(t, time.Duration(0), time.Since(start))
@@ -960,7 +960,7 @@ func TestCooldownWaitBounds(t *testing.T) {
 		f.up["openai"].Script("k1", combotest.RateLimited(time.Second))
 		start = time.Now()
 		res, err := f.do(t, c)
-		var ue *combo.UpstreamError
+		var ue *combo.Error
 		require.ErrorAs(t, err, &ue)
 		assert.Equal(t, 429, ue.Status)
 		assert.Equal(t, 3, f.up["openai"].Total(), "one dispatch, then one after each of the two waits")
@@ -969,8 +969,8 @@ func TestCooldownWaitBounds(t *testing.T) {
 
 		// The budget bounds the total: 2 s allow one wait of 1.05 s, not two.
 		f.cfg.Lockouts.Clear("openai", "k1", "m")
-		f.cfg.Cooldowns.Succeed("k1")
-		c.Settings.CooldownWait = combo.CooldownWait{MaxWait: 2 * time.Second, Budget: 2 * time.Second}
+		f.cfg.Cooldowns.SucceedAt("k1", time.Now())
+		c.Settings.CooldownWait = combo.CooldownWait{MaxWait: new(2 * time.Second), Budget: 2 * time.Second}
 		start = time.Now()
 		res, err = f.do(t, c)
 		require.ErrorAs(t, err, &ue)
@@ -982,29 +982,43 @@ func TestCooldownWaitBounds(t *testing.T) {
 
 func TestSettingsNormalize(t *testing.T) {
 	const s = time.Second
+	wait := func(maxWait time.Duration, attempts int, budget time.Duration) combo.CooldownWait {
+		return combo.CooldownWait{MaxWait: new(maxWait), MaxAttempts: new(attempts), Budget: budget}
+	}
+	base := func(timeout time.Duration, cw combo.CooldownWait) combo.Settings {
+		return combo.Settings{MaxAttempts: 30, TargetTimeout: timeout, RequestTimeout: 10 * time.Minute, ConcurrencyPerModel: 3, QueueTimeout: 30 * s,
+			QueueDepth: 20, MaxRetries: new(1), RetryDelay: new(2 * s), CooldownWait: cw}
+	}
+	off := func(cw combo.CooldownWait) combo.CooldownWait { cw.Disabled = true; return cw }
 	tests := []struct {
 		name string
 		in   combo.Settings
 		want combo.Settings
 	}{
-		{"zero value means the defaults", combo.Settings{}, combo.Settings{
-			MaxAttempts: 30, TargetTimeout: 310 * s, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
-			CooldownWait: combo.CooldownWait{MaxWait: 90 * s, MaxAttempts: 5, Budget: 300 * s}}},
+		{"zero value means the defaults", combo.Settings{}, base(120*s, wait(90*s, 5, 300*s))},
 		{"clamped to the maxima", combo.Settings{MaxAttempts: 500, ConcurrencyPerModel: 99, QueueDepth: 1000,
-			CooldownWait: combo.CooldownWait{MaxWait: 999999 * time.Millisecond, MaxAttempts: 50, Budget: time.Hour}},
-			combo.Settings{MaxAttempts: 200, TargetTimeout: 310 * s, ConcurrencyPerModel: 32, QueueTimeout: 30 * s, QueueDepth: 100,
-				CooldownWait: combo.CooldownWait{MaxWait: 300 * s, MaxAttempts: 10, Budget: 300 * s}}},
+			MaxRetries: new(9), RetryDelay: new(time.Hour),
+			CooldownWait: combo.CooldownWait{MaxWait: new(999999 * time.Millisecond), MaxAttempts: new(50), Budget: time.Hour}},
+			func() combo.Settings {
+				w := base(120*s, wait(300*s, 10, 300*s))
+				w.MaxAttempts, w.ConcurrencyPerModel, w.QueueDepth = 200, 32, 100
+				w.MaxRetries, w.RetryDelay = new(5), new(60*s)
+				return w
+			}()},
 		{"budget never below the longest wait", combo.Settings{
-			CooldownWait: combo.CooldownWait{MaxWait: 5 * s, Budget: 100 * time.Millisecond}},
-			combo.Settings{MaxAttempts: 30, TargetTimeout: 120 * s, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
-				CooldownWait: combo.CooldownWait{MaxWait: 5 * s, MaxAttempts: 5, Budget: 5 * s}}},
+			CooldownWait: combo.CooldownWait{MaxWait: new(5 * s), Budget: 100 * time.Millisecond}},
+			base(120*s, wait(5*s, 5, 5*s))},
 		{"waiting off keeps the plain timeout", combo.Settings{MaxAttempts: -1, StickyLimit: -3,
 			CooldownWait: combo.CooldownWait{Disabled: true}},
-			combo.Settings{MaxAttempts: 30, TargetTimeout: 120 * s, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
-				CooldownWait: combo.CooldownWait{Disabled: true, MaxWait: 90 * s, MaxAttempts: 5, Budget: 300 * s}}},
+			base(120*s, off(wait(90*s, 5, 300*s)))},
 		{"an explicit timeout is kept", combo.Settings{TargetTimeout: 5 * s, StickyLimit: 4},
-			combo.Settings{MaxAttempts: 30, TargetTimeout: 5 * s, StickyLimit: 4, ConcurrencyPerModel: 3, QueueTimeout: 30 * s, QueueDepth: 20,
-				CooldownWait: combo.CooldownWait{MaxWait: 90 * s, MaxAttempts: 5, Budget: 300 * s}}},
+			func() combo.Settings { w := base(5*s, wait(90*s, 5, 300*s)); w.StickyLimit = 4; return w }()},
+		{"negative retries clamp to off", combo.Settings{MaxRetries: new(-2), RetryDelay: new(-s)},
+			func() combo.Settings {
+				w := base(120*s, wait(90*s, 5, 300*s))
+				w.MaxRetries, w.RetryDelay = new(0), new(time.Duration(0))
+				return w
+			}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1017,6 +1031,55 @@ func TestSettingsNormalize(t *testing.T) {
 	assert.True(t, combo.CooldownWait{}.Normalize().Enabled())
 }
 
+// Queue contract 3a, normalisation: maxWaitMs is clamped to 0..300 000 and
+// maxAttempts to 0..10, and waiting is off when either is 0. 0 is a value,
+// not "the default" (nil is).
+func TestZeroIsAValueForTheCooldownAwareRetry(t *testing.T) {
+	const s = time.Second
+	tests := []struct {
+		name        string
+		in          combo.CooldownWait
+		maxWait     time.Duration
+		maxAttempts int
+		budget      time.Duration
+		enabled     bool
+	}{
+		{"nil means the defaults", combo.CooldownWait{}, 90 * s, 5, 300 * s, true},
+		{"maxWait 0 turns waiting off", combo.CooldownWait{MaxWait: new(time.Duration(0))}, 0, 5, 300 * s, false},
+		{"maxAttempts 0 turns waiting off", combo.CooldownWait{MaxAttempts: new(0)}, 90 * s, 0, 300 * s, false},
+		{"a negative maxWait clamps to 0", combo.CooldownWait{MaxWait: new(-s)}, 0, 5, 300 * s, false},
+		{"a patch of 999 999 ms clamps to 300 s", combo.CooldownWait{MaxWait: new(999999 * time.Millisecond)}, 300 * s, 5, 300 * s, true},
+		{"budget follows maxWait", combo.CooldownWait{MaxWait: new(5 * s), Budget: 100 * time.Millisecond}, 5 * s, 5, 5 * s, true},
+		{"maxAttempts 11 clamps to 10", combo.CooldownWait{MaxAttempts: new(11)}, 90 * s, 10, 300 * s, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := tt.in.Normalize()
+			require.NotNil(t, n.MaxWait)
+			require.NotNil(t, n.MaxAttempts)
+			assert.Equal(t, tt.maxWait, *n.MaxWait)
+			assert.Equal(t, tt.maxAttempts, *n.MaxAttempts)
+			assert.Equal(t, tt.budget, n.Budget)
+			assert.Equal(t, tt.enabled, n.Enabled())
+			assert.Equal(t, tt.enabled, tt.in.Enabled(), "Enabled agrees before normalising")
+		})
+	}
+
+	// In a router: maxWait 0 answers at once where the default would wait.
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleet(t, "openai")
+		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")},
+			Settings: combo.Settings{CooldownWait: combo.CooldownWait{MaxWait: new(time.Duration(0))}}}
+		f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m",
+			Status: 429, Reason: lockout.ReasonRateLimited, Cooldown: 2 * time.Second}, time.Now())
+		start := time.Now()
+		_, err := f.do(t, c)
+		assert.ErrorIs(t, err, combo.ErrAllCoolingDown)
+		assert.Equal(t, time.Duration(0), time.Since(start))
+		assert.Equal(t, 0, f.up["openai"].Total())
+	})
+}
+
 func FuzzSettingsNormalize(f *testing.F) {
 	f.Add(0, int64(0), 0, 0, int64(0), 0, false, int64(0), 0, int64(0))
 	f.Add(500, int64(-1), -2, 99, int64(time.Hour), 1000, true, int64(999999*time.Millisecond), 50, int64(100*time.Millisecond))
@@ -1024,20 +1087,30 @@ func FuzzSettingsNormalize(f *testing.F) {
 		disabled bool, maxWait int64, waits int, budget int64) {
 		s := combo.Settings{MaxAttempts: attempts, TargetTimeout: time.Duration(timeout), StickyLimit: sticky,
 			ConcurrencyPerModel: conc, QueueTimeout: time.Duration(qTimeout), QueueDepth: depth,
-			CooldownWait: combo.CooldownWait{Disabled: disabled, MaxWait: time.Duration(maxWait),
-				MaxAttempts: waits, Budget: time.Duration(budget)}}
+			MaxRetries: new(waits), RetryDelay: new(time.Duration(budget)),
+			CooldownWait: combo.CooldownWait{Disabled: disabled, MaxWait: new(time.Duration(maxWait)),
+				MaxAttempts: new(waits), Budget: time.Duration(budget)}}
 		n := s.Normalize()
 		if n.MaxAttempts < 1 || n.MaxAttempts > 200 || n.ConcurrencyPerModel < 1 || n.ConcurrencyPerModel > 32 ||
 			n.QueueDepth < 1 || n.QueueDepth > 100 || n.QueueTimeout <= 0 || n.TargetTimeout <= 0 || n.StickyLimit < 0 {
 			t.Fatalf("out of range: %+v", n)
 		}
+		if *n.MaxRetries < 0 || *n.MaxRetries > 5 || *n.RetryDelay < 0 || *n.RetryDelay > time.Minute {
+			t.Fatalf("retry out of range: %d %v", *n.MaxRetries, *n.RetryDelay)
+		}
 		cw := n.CooldownWait
-		if cw.MaxWait <= 0 || cw.MaxWait > 300*time.Second || cw.MaxAttempts < 1 || cw.MaxAttempts > 10 ||
-			cw.Budget < cw.MaxWait || cw.Budget > 300*time.Second {
+		if *cw.MaxWait < 0 || *cw.MaxWait > 300*time.Second || *cw.MaxAttempts < 0 || *cw.MaxAttempts > 10 ||
+			cw.Budget < *cw.MaxWait || cw.Budget > 300*time.Second {
 			t.Fatalf("cooldown wait out of range: %+v", cw)
 		}
-		if n.Normalize() != n {
+		if (*cw.MaxWait == 0 || *cw.MaxAttempts == 0) && cw.Enabled() {
+			t.Fatalf("enabled with a zero bound: %+v", cw)
+		}
+		if nn := n.Normalize(); !reflect.DeepEqual(nn, n) {
 			t.Fatalf("not idempotent: %+v", n)
+		}
+		if *s.CooldownWait.MaxWait != time.Duration(maxWait) || *s.MaxRetries != waits {
+			t.Fatal("Normalize changed the caller's values")
 		}
 	})
 }
@@ -1059,14 +1132,14 @@ func TestTerminalRetryAfterRounding(t *testing.T) {
 			c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m")},
 				Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
 			_, err := f.do(t, c)
-			var te *combo.TerminalError
+			var te *combo.Error
 			require.ErrorAs(t, err, &te)
-			h := te.Header()
+			h := combo.TerminalHeader(te)
 			assert.Equal(t, tt.want, h.Get("Retry-After"))
 			assert.Equal(t, tt.want, h.Get("X-Omniroute-Retry-After-Seconds"))
 			assert.Equal(t, "all_targets_cooling_down", h.Get("X-Omniroute-Combo-Terminal-Reason"))
 			assert.Equal(t, "wait", h.Get("X-Omniroute-Recovery-Action"))
-			body := te.Body()
+			body := combo.TerminalBody(te)
 			assert.Equal(t, "all_targets_cooling_down", body.Error.Code)
 			assert.Equal(t, "All targets of w are cooling down: openai/m: model_lockout ("+tt.want+"s)", body.Error.Message)
 			assert.Equal(t, tt.want, strconv.FormatInt(body.RecoveryHint.RetryAfterSeconds, 10))
@@ -1086,15 +1159,15 @@ func TestNoExecutableTargetsAnswer(t *testing.T) {
 	f.cfg.Cooldowns.FailAt("a", cooldown.Failure{Status: 401}, time.Now())
 	c := &combo.Combo{Name: "w", Targets: []combo.Target{target("openai", "a", "m")}}
 	_, err := f.do(t, c)
-	var te *combo.TerminalError
+	var te *combo.Error
 	require.ErrorAs(t, err, &te)
 	assert.ErrorIs(t, err, combo.ErrNoExecutableTargets)
 	assert.Equal(t, 404, te.Status)
-	h := te.Header()
+	h := combo.TerminalHeader(te)
 	assert.Empty(t, h.Get("Retry-After"))
 	assert.Empty(t, h.Get("X-Omniroute-Retry-After-Seconds"))
 	assert.Equal(t, "switch-combo", h.Get("X-Omniroute-Recovery-Action"))
-	body := te.Body()
+	body := combo.TerminalBody(te)
 	assert.Equal(t, "model_not_found", body.Error.Code)
 	assert.Equal(t, "Combo has no executable targets", body.Error.Message)
 	assert.Equal(t, "no_executable_targets", body.Diagnostics.TerminalReason)
@@ -1140,17 +1213,16 @@ func TestExclusionOrder(t *testing.T) {
 	f := newFleet(t, "openai")
 	f.cfg.Now = func() time.Time { return now }
 	f.cfg.Breakers = breaker.NewSet(breaker.Config{Profiles: map[string]breaker.Profile{"openai": {OpenAt: 1, Reset: time.Hour}}})
-	f.cfg.Gate = breaker.NewGate(breaker.GateConfig{Settings: breaker.GateSettings{Enabled: true}})
+	f.cfg.Gate = breaker.NewGate(breaker.GateConfig{Enabled: true})
 	f.rebuild()
 
 	f.cfg.Breakers.ReportAt("openai", breaker.Report{Outcome: breaker.Failure}, now)
 	f.cfg.Gate.RecordFailureAt("openai", "k1", now)
 	f.cfg.Lockouts.LockAt(lockout.Failure{Provider: "openai", Connection: "k1", Model: "m", Status: 429, Cooldown: time.Minute}, now)
 	f.cfg.Cooldowns.FailAt("k1", cooldown.Failure{Status: 429, Cooldown: 10 * time.Second}, now)
-	owner, err := lease.NewOwner()
-	require.NoError(t, err)
-	_, _, err = f.cfg.Leases.AcquireAt(context.Background(), lease.Claim{
-		Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k1"}}, now)
+	owner := leasetest.Owner('A')
+	_, err := f.cfg.Leases.AcquireAt(context.Background(), lease.Holder{Owner: lease.HashOwner(owner), APIKeyID: "kid"},
+		"openai", []string{"k1"}, now)
 	require.NoError(t, err)
 
 	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")},
@@ -1159,15 +1231,15 @@ func TestExclusionOrder(t *testing.T) {
 		want  combo.Reason
 		after func()
 	}{
-		{combo.ReasonCircuitOpen, func() { f.cfg.Breakers.Reset("openai") }},
-		{combo.ReasonProviderCooldown, func() { f.cfg.Gate.Clear() }},
+		{combo.ReasonCircuitOpen, func() { f.cfg.Breakers.ResetAt("openai", now) }},
+		{combo.ReasonProviderCooldown, func() { f.cfg.Gate.RecordSuccessAt("openai", "k1", now) }},
 		{combo.ReasonModelLockout, func() { f.cfg.Lockouts.ClearAt("openai", "k1", "m", now) }},
 		{combo.ReasonConnectionCooldown, func() { f.cfg.Cooldowns.SucceedAt("k1", now) }},
 		{combo.ReasonLeaseHeld, nil},
 	}
 	for _, s := range steps {
 		_, err := f.do(t, c)
-		var te *combo.TerminalError
+		var te *combo.Error
 		require.ErrorAs(t, err, &te, "want %s", s.want)
 		require.Len(t, te.Excluded, 1)
 		assert.Equal(t, s.want, te.Excluded[0].Reason)
@@ -1233,13 +1305,12 @@ func TestRouterWithoutLayers(t *testing.T) {
 func TestLeaseFencedAgainAfterQueueWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFleet(t, "openai")
-		f.cfg.Queue = queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 5}})
+		f.cfg.Queue = queue.New(queue.Config{MaxConcurrency: 1, MaxQueueDepth: 5})
 		f.rebuild()
 		f.up["openai"].Script("k1", combotest.OK("slow").After(10*time.Second))
-		owner, err := lease.NewOwner()
-		require.NoError(t, err)
-		claim := lease.Claim{Owner: lease.HashOwner(owner), APIKeyID: "kid", Provider: "openai", Candidates: []string{"k1"}}
-		l, _, err := f.cfg.Leases.Acquire(context.Background(), claim)
+		owner := leasetest.Owner('A')
+		claim := lease.Holder{Owner: lease.HashOwner(owner), APIKeyID: "kid"}
+		l, err := f.cfg.Leases.AcquireAt(context.Background(), claim, "openai", []string{"k1"}, time.Now())
 		require.NoError(t, err)
 		c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m")}}
 		withLease := func(r *combo.Request) {
@@ -1253,9 +1324,9 @@ func TestLeaseFencedAgainAfterQueueWait(t *testing.T) {
 		synctest.Wait() // the second waits for k1's slot
 
 		holder := lease.Holder{Owner: lease.HashOwner(owner), APIKeyID: "kid", Generation: l.Generation}
-		_, err = f.cfg.Leases.Release(context.Background(), holder, lease.ReasonOwnerExit)
+		_, err = f.cfg.Leases.ReleaseAt(context.Background(), holder, lease.ReasonOwnerExit, time.Now())
 		require.NoError(t, err)
-		l2, _, err := f.cfg.Leases.Acquire(context.Background(), claim)
+		l2, err := f.cfg.Leases.AcquireAt(context.Background(), claim, "openai", []string{"k1"}, time.Now())
 		require.NoError(t, err)
 		require.NotEqual(t, l.Generation, l2.Generation)
 
@@ -1309,7 +1380,7 @@ func TestFailedRequestListsExclusions(t *testing.T) {
 	c := &combo.Combo{Name: "x", Targets: []combo.Target{target("openai", "k1", "m"), target("anthropic", "a1", "m")},
 		Settings: combo.Settings{CooldownWait: combo.CooldownWait{Disabled: true}}}
 	res, err := f.do(t, c)
-	var ue *combo.UpstreamError
+	var ue *combo.Error
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, 500, ue.Status)
 	assert.Equal(t, []string{"openai/k1/m:failed:Internal Server Error"}, outcomes(res))
@@ -1327,7 +1398,7 @@ func TestAttemptBudgetIsShared(t *testing.T) {
 	c := &combo.Combo{Name: "x", Settings: combo.Settings{MaxAttempts: 2},
 		Targets: []combo.Target{target("a", "a1", "m"), target("b", "b1", "m"), target("c", "c1", "m")}}
 	res, err := f.do(t, c)
-	var ue *combo.UpstreamError
+	var ue *combo.Error
 	require.ErrorAs(t, err, &ue)
 	assert.Equal(t, 503, ue.Status)
 	assert.Equal(t, []string{"a/a1/m:failed:Service Unavailable", "b/b1/m:failed:Service Unavailable"}, outcomes(res))

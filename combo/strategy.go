@@ -1,12 +1,13 @@
 package combo
 
 import (
-	"fmt"
+	"net/http"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/routeguard/routeguard/breaker"
 )
 
 // Strategy orders the eligible targets of one request. Order reorders
@@ -18,11 +19,43 @@ type Strategy interface {
 	Order(p *Pick)
 }
 
-// StrategyFunc adapts a function to [Strategy].
-type StrategyFunc func(p *Pick)
+// A strategy says what else it needs from the router through optional
+// interfaces, the way io.Copy asks a reader for [io.WriterTo]: the router
+// looks for them on the strategy value and never at its name. A strategy
+// implementing none of them gets the defaults: no concurrency slots, and a
+// session's pin chooses the connection of the first target.
+
+// TargetSlotter is implemented by a strategy whose every attempt holds a
+// concurrency slot of its target, as round-robin does. With [Config.Queue]
+// set, the router takes the slot named TargetSlot(t) before each attempt,
+// capped by Target.MaxConcurrent (else Settings.ConcurrencyPerModel),
+// waiting up to Settings.QueueTimeout behind at most Settings.QueueDepth
+// others; a refused slot skips the target with reason queue_full.
+type TargetSlotter interface {
+	TargetSlot(t *Target) string
+}
+
+// ConnectionSlotter is implemented by a strategy whose request holds one
+// slot of its first target's connection for the whole request, fallbacks
+// included, as quota-share does (see [Config.NoQuotaShareSlot]). The slot is
+// named ConnectionSlot(t), capped by Target.MaxConcurrent, and fails open.
+type ConnectionSlotter interface {
+	ConnectionSlot(t *Target) string
+}
+
+// SessionOrderer is implemented by a strategy that weighs a request's
+// session itself, as cache-optimized does. When OrdersSessions reports
+// true, the router keeps the strategy's order and does not move the
+// session's pinned connection to the front.
+type SessionOrderer interface {
+	OrdersSessions() bool
+}
+
+// strategyFunc adapts a function to [Strategy].
+type strategyFunc func(p *Pick)
 
 // Order calls f(p).
-func (f StrategyFunc) Order(p *Pick) { f(p) }
+func (f strategyFunc) Order(p *Pick) { f(p) }
 
 // Pick is the input of a [Strategy]: the eligible targets of one request, in
 // the combo's declared order.
@@ -48,12 +81,14 @@ type Stats struct {
 	InFlight    int64
 	AvgLatency  time.Duration // moving average of successful attempts; 0 when unknown
 	LastSuccess time.Time
-	Breaker     BreakerState
+	// Breaker is the state of the target's provider breaker; Closed when
+	// the router has no breakers.
+	Breaker breaker.State
 }
 
-// SuccessRate is the percentage of successful attempts, or -1 when there is
+// successRate is the percentage of successful attempts, or -1 when there is
 // no attempt yet.
-func (s Stats) SuccessRate() float64 {
+func (s Stats) successRate() float64 {
 	n := s.Successes + s.Failures
 	if n == 0 {
 		return -1
@@ -61,40 +96,40 @@ func (s Stats) SuccessRate() float64 {
 	return 100 * float64(s.Successes) / float64(n)
 }
 
-// BreakerState is the provider breaker's state as strategies see it.
-type BreakerState uint8
-
-// Breaker states.
-const (
-	BreakerClosed BreakerState = iota
-	BreakerDegraded
-	BreakerHalfOpen
-	BreakerOpen
-)
-
 // Built-in strategy names, as a [Combo] names them.
 const (
-	StrategyPriority         = "priority"
-	StrategyWeighted         = "weighted"
-	StrategyRoundRobin       = "round-robin"
-	StrategyFillFirst        = "fill-first"
-	StrategyP2C              = "p2c"
-	StrategyRandom           = "random"
-	StrategyStrictRandom     = "strict-random"
-	StrategyLeastUsed        = "least-used"
-	StrategyCostOptimized    = "cost-optimized"
-	StrategyResetAware       = "reset-aware"
-	StrategyResetWindow      = "reset-window"
-	StrategyHeadroom         = "headroom"
-	StrategyLKGP             = "lkgp"
-	StrategyContextOptimized = "context-optimized"
-	StrategyCacheOptimized   = "cache-optimized"
-	StrategyQuotaShare       = "quota-share"
-	StrategyAuto             = "auto"
-	// StrategyContextRelay orders like priority; Router.Relay adds its
+	strategyPriority         = "priority"
+	strategyWeighted         = "weighted"
+	strategyRoundRobin       = "round-robin"
+	strategyFillFirst        = "fill-first"
+	strategyP2C              = "p2c"
+	strategyRandom           = "random"
+	strategyStrictRandom     = "strict-random"
+	strategyLeastUsed        = "least-used"
+	strategyCostOptimized    = "cost-optimized"
+	strategyResetAware       = "reset-aware"
+	strategyResetWindow      = "reset-window"
+	strategyHeadroom         = "headroom"
+	strategyLKGP             = "lkgp"
+	strategyContextOptimized = "context-optimized"
+	strategyCacheOptimized   = "cache-optimized"
+	strategyQuotaShare       = "quota-share"
+	strategyAuto             = "auto"
+	// strategyContextRelay orders like priority; Router.Relay adds its
 	// hand-off hook.
-	StrategyContextRelay = "context-relay"
+	strategyContextRelay = "context-relay"
 )
+
+// inDeclaredOrder returns c when it names the priority strategy, else a
+// copy of c that does: the order of [Router.Relay].
+func inDeclaredOrder(c *Combo) *Combo {
+	if c == nil || c.Strategy == strategyPriority {
+		return c
+	}
+	cc := *c
+	cc.Strategy = strategyPriority
+	return &cc
+}
 
 // strategies is a router's set of strategies by name.
 type strategies struct {
@@ -108,24 +143,24 @@ type strategies struct {
 func newStrategies(cfg *Config) *strategies {
 	rnd := newLockedRand(cfg.Rand)
 	s := &strategies{m: map[string]Strategy{
-		StrategyPriority:         Priority{},
-		StrategyFillFirst:        Priority{},
-		StrategyContextRelay:     Priority{},
-		StrategyRoundRobin:       NewRoundRobin(),
-		StrategyWeighted:         &Weighted{rnd: rnd},
-		StrategyP2C:              &P2C{rnd: rnd},
-		StrategyRandom:           &Random{rnd: rnd},
-		StrategyStrictRandom:     &StrictRandom{rnd: rnd},
-		StrategyLeastUsed:        LeastUsed{},
-		StrategyCostOptimized:    CostOptimized{},
-		StrategyResetAware:       &ResetAware{Quota: cfg.Quota},
-		StrategyResetWindow:      &ResetWindow{Quota: cfg.Quota},
-		StrategyHeadroom:         Headroom{Quota: cfg.Quota},
-		StrategyLKGP:             LastKnownGood{},
-		StrategyContextOptimized: ContextOptimized{},
-		StrategyCacheOptimized:   CacheOptimized{Hint: cfg.CacheHint},
-		StrategyQuotaShare:       &QuotaShare{Quota: cfg.Quota},
-		StrategyAuto:             &Auto{Quota: cfg.Quota, rnd: rnd},
+		strategyPriority:         priorityOrder{},
+		strategyFillFirst:        priorityOrder{},
+		strategyContextRelay:     priorityOrder{},
+		strategyRoundRobin:       newRoundRobin(),
+		strategyWeighted:         &weightedOrder{rnd: rnd},
+		strategyP2C:              &p2cOrder{rnd: rnd},
+		strategyRandom:           &randomOrder{rnd: rnd},
+		strategyStrictRandom:     &strictRandom{rnd: rnd},
+		strategyLeastUsed:        leastUsed{},
+		strategyCostOptimized:    costOptimized{},
+		strategyResetAware:       &resetAware{Quota: cfg.Quota},
+		strategyResetWindow:      &resetWindow{Quota: cfg.Quota},
+		strategyHeadroom:         headroomOrder{Quota: cfg.Quota},
+		strategyLKGP:             lastKnownGood{},
+		strategyContextOptimized: contextOptimized{},
+		strategyCacheOptimized:   cacheOptimized{Hint: cfg.CacheHint},
+		strategyQuotaShare:       &quotaShare{Quota: cfg.Quota},
+		strategyAuto:             &autoStrategy{Quota: cfg.Quota, rnd: rnd},
 	}}
 	for name, st := range cfg.Strategies {
 		s.m[name] = st
@@ -134,19 +169,19 @@ func newStrategies(cfg *Config) *strategies {
 }
 
 // Strategy returns the strategy registered under name ("" is priority), or
-// an [*UnknownStrategyError] listing the valid names. Configuration loaders
+// an [*Error] ([CodeUnknownStrategy], matching [ErrUnknownStrategy]) whose Valid lists the known names. Configuration loaders
 // use it to refuse an unknown name before any request.
 func (r *Router) Strategy(name string) (Strategy, error) { return r.strategies.get(name) }
 
 func (s *strategies) get(name string) (Strategy, error) {
 	if name == "" {
-		name = StrategyPriority
+		name = strategyPriority
 	}
 	s.mu.RLock()
 	st, ok := s.m[name]
 	s.mu.RUnlock()
 	if !ok {
-		return nil, &UnknownStrategyError{Name: name, Valid: s.names()}
+		return nil, &Error{Code: CodeUnknownStrategy, Status: http.StatusBadRequest, Strategy: name, Valid: s.names()}
 	}
 	return st, nil
 }
@@ -162,27 +197,16 @@ func (s *strategies) names() []string {
 	return names
 }
 
-// UnknownStrategyError reports a combo naming a strategy the router does not
-// know.
-type UnknownStrategyError struct {
-	Name  string
-	Valid []string
-}
-
-func (e *UnknownStrategyError) Error() string {
-	return fmt.Sprintf("combo: unknown strategy %q (valid: %s)", e.Name, strings.Join(e.Valid, ", "))
-}
-
-// Priority keeps the declared order: the first eligible target is tried
+// priorityOrder keeps the declared order: the first eligible target is tried
 // first, the next on failure. Fill-first is the same order.
-type Priority struct{}
+type priorityOrder struct{}
 
 // Order leaves p.Targets as declared.
-func (Priority) Order(*Pick) {}
+func (priorityOrder) Order(*Pick) {}
 
-// RoundRobin rotates the start of the declared order by one target per
+// roundRobin rotates the start of the declared order by one target per
 // request (or per StickyLimit requests), per combo.
-type RoundRobin struct {
+type roundRobin struct {
 	mu    sync.Mutex
 	state map[string]*rrState // by combo name
 }
@@ -193,14 +217,18 @@ type rrState struct {
 	used    int    // requests served by the sticky target in this batch
 }
 
-// NewRoundRobin returns a round-robin strategy with no history.
-func NewRoundRobin() *RoundRobin { return &RoundRobin{state: make(map[string]*rrState)} }
+// newRoundRobin returns a round-robin strategy with no history.
+func newRoundRobin() *roundRobin { return &roundRobin{state: make(map[string]*rrState)} }
 
 // maxRRCombos bounds the per-combo state kept by RoundRobin.
 const maxRRCombos = 4096
 
+// TargetSlot names t's per-target slot: every round-robin attempt holds one
+// (see [TargetSlotter]).
+func (r *roundRobin) TargetSlot(t *Target) string { return "rr:" + t.String() }
+
 // Order rotates p.Targets.
-func (r *RoundRobin) Order(p *Pick) {
+func (r *roundRobin) Order(p *Pick) {
 	n := len(p.Targets)
 	if n < 2 {
 		return

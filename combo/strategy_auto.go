@@ -6,9 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/routeguard/routeguard/breaker"
 )
 
-// Auto ranks targets by a score built from the router's own signals, with a
+// autoStrategy ranks targets by a score built from the router's own signals, with a
 // little exploration, and sets persistently poor targets aside for a while.
 //
 // The score of a target is
@@ -34,9 +36,9 @@ import (
 // target: when all would be, none is.
 //
 // The zero value works with no quota source and a process-wide random
-// source seeded from crypto/rand; [NewAuto] takes a source of its own. Auto
+// source seeded from crypto/rand; newAuto takes a source of its own. Auto
 // is safe for concurrent use.
-type Auto struct {
+type autoStrategy struct {
 	Quota QuotaSource
 	// Explore is the probability of trying a random other target first;
 	// ≤ 0 means 0.05, values above 1 are clamped to 1.
@@ -54,6 +56,9 @@ type Auto struct {
 	// held is len(excl), kept under mu and read without it: with no
 	// record and no low score, Order need not take mu.
 	held atomic.Int64
+	// lat remembers this strategy's recent latency factors; it needs no
+	// lock (see latencyMemo).
+	lat latencyMemo
 }
 
 type autoExclusion struct {
@@ -64,11 +69,11 @@ type autoExclusion struct {
 
 // Auto defaults and limits.
 const (
-	DefaultAutoExplore    = 0.05
-	DefaultAutoMinSamples = 5
-	AutoExcludeBelow      = 0.2
-	AutoExclusion         = 5 * time.Minute
-	MaxAutoExclusion      = 30 * time.Minute
+	defaultAutoExplore    = 0.05
+	defaultAutoMinSamples = 5
+	autoExcludeBelow      = 0.2
+	autoExcludeFor        = 5 * time.Minute
+	maxAutoExclusion      = 30 * time.Minute
 	// maxAutoEntries bounds the exclusion records.
 	maxAutoEntries = 4096
 )
@@ -81,28 +86,28 @@ const (
 	autoHeadroom = 0.15
 )
 
-// NewAuto returns an auto strategy reading quotas from quota (nil for none)
+// newAuto returns an auto strategy reading quotas from quota (nil for none)
 // and drawing from src (used under a lock; nil means a source seeded from
 // crypto/rand).
-func NewAuto(quota QuotaSource, src rand.Source) *Auto {
-	return &Auto{Quota: quota, rnd: newLockedRand(src)}
+func newAuto(quota QuotaSource, src rand.Source) *autoStrategy {
+	return &autoStrategy{Quota: quota, rnd: newLockedRand(src)}
 }
 
-// AutoExcluded is one target the auto strategy has set aside.
-type AutoExcluded struct {
+// autoExcluded is one target the auto strategy has set aside.
+type autoExcluded struct {
 	Provider, Connection, Model string
 	Until                       time.Time
 	Level                       int // exclusions in a row, 1 for the first
 }
 
 // Excluded lists the targets excluded at now, in no particular order.
-func (a *Auto) Excluded(now time.Time) []AutoExcluded {
+func (a *autoStrategy) Excluded(now time.Time) []autoExcluded {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []AutoExcluded
+	var out []autoExcluded
 	for k, e := range a.excl {
 		if now.Before(e.until) {
-			out = append(out, AutoExcluded{Provider: k.provider, Connection: k.connection, Model: k.model,
+			out = append(out, autoExcluded{Provider: k.provider, Connection: k.connection, Model: k.model,
 				Until: e.until, Level: e.level})
 		}
 	}
@@ -125,15 +130,16 @@ func priceRange(ts []*Target) (lo, hi float64, ok bool) {
 }
 
 // autoScore scores one target; lo and hi are the candidates' price range,
-// room its headroom when withRoom (the strategy has a quota source).
-func autoScore(t *Target, s *Stats, lo, hi float64, withRoom bool, room float64) float64 {
+// room its headroom when withRoom (the strategy has a quota source); lat
+// remembers latency factors.
+func autoScore(lat *latencyMemo, t *Target, s *Stats, lo, hi float64, withRoom bool, room float64) float64 {
 	success := 0.5
-	if r := s.SuccessRate(); r >= 0 {
+	if r := s.successRate(); r >= 0 {
 		success = r / 100
 	}
 	latency := 0.25
 	if s.AvgLatency > 0 {
-		latency = latencyFactors.get(s.AvgLatency)
+		latency = lat.get(s.AvgLatency)
 	}
 	cost := 0.5
 	if t.PriceKnown && !math.IsNaN(t.Price) {
@@ -150,23 +156,23 @@ func autoScore(t *Target, s *Stats, lo, hi float64, withRoom bool, room float64)
 		score /= autoSuccess + autoLatency + autoCost
 	}
 	switch s.Breaker {
-	case BreakerDegraded:
+	case breaker.Degraded:
 		score *= 0.7
-	case BreakerHalfOpen:
+	case breaker.HalfOpen:
 		score *= 0.4
-	case BreakerOpen:
+	case breaker.Open:
 		score = 0
 	}
 	return score
 }
 
 // excluded decides, under a.mu, whether the target is excluded at now.
-func (a *Auto) excluded(k targetKey, score float64, requests int64, now time.Time) bool {
+func (a *autoStrategy) excluded(k targetKey, score float64, requests int64, now time.Time) bool {
 	e := a.excl[k]
 	if e != nil && now.Before(e.until) {
 		return true
 	}
-	if score >= AutoExcludeBelow {
+	if score >= autoExcludeBelow {
 		if e != nil {
 			delete(a.excl, k) // forgiven
 		}
@@ -174,7 +180,7 @@ func (a *Auto) excluded(k targetKey, score float64, requests int64, now time.Tim
 	}
 	minSamples := a.MinSamples
 	if minSamples <= 0 {
-		minSamples = DefaultAutoMinSamples
+		minSamples = defaultAutoMinSamples
 	}
 	if requests < minSamples || (e != nil && requests <= e.requests) {
 		return false
@@ -197,8 +203,8 @@ func (a *Auto) excluded(k targetKey, score float64, requests int64, now time.Tim
 		a.excl[k] = e
 	}
 	e.level++
-	d := AutoExclusion << min(e.level-1, 8)
-	e.until = now.Add(min(d, MaxAutoExclusion))
+	d := autoExcludeFor << min(e.level-1, 8)
+	e.until = now.Add(min(d, maxAutoExclusion))
 	e.requests = requests
 	return true
 }
@@ -207,7 +213,7 @@ func (a *Auto) excluded(k targetKey, score float64, requests int64, now time.Tim
 const autoOut = 10
 
 // Order sorts p.Targets by score, drops excluded targets and may explore.
-func (a *Auto) Order(p *Pick) {
+func (a *autoStrategy) Order(p *Pick) {
 	ts := p.Targets
 	n := len(ts)
 	if n == 0 {
@@ -234,8 +240,8 @@ func (a *Auto) Order(p *Pick) {
 				room = q.headroom()
 			}
 		}
-		score := autoScore(t, &s, lo, hi, withRoom, room)
-		low = low || !(score >= AutoExcludeBelow)
+		score := autoScore(&a.lat, t, &s, lo, hi, withRoom, room)
+		low = low || !(score >= autoExcludeBelow)
 		ks[i] = keyed{key: -score, n: s.Requests, t: t}
 	}
 	out := 0
@@ -268,13 +274,13 @@ func (a *Auto) Order(p *Pick) {
 
 // explore moves a random other target to the front with probability
 // Explore.
-func (a *Auto) explore(ts []*Target) {
+func (a *autoStrategy) explore(ts []*Target) {
 	if a.NoExplore || len(ts) < 2 {
 		return
 	}
 	rate := a.Explore
 	if !(rate > 0) {
-		rate = DefaultAutoExplore
+		rate = defaultAutoExplore
 	}
 	r := a.rnd.orDefault()
 	r.mu.Lock()
@@ -310,8 +316,6 @@ type latencySlot struct {
 	avg    atomic.Int64  // the average the factor is for; 0 = empty
 	factor atomic.Uint64 // math.Float64bits of the factor
 }
-
-var latencyFactors latencyMemo
 
 // get returns latencyFactor(avg) for avg > 0.
 func (m *latencyMemo) get(avg time.Duration) float64 {

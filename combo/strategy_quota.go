@@ -17,11 +17,11 @@ type QuotaSource interface {
 	Quota(t *Target, now time.Time) (q Quota, ok bool)
 }
 
-// QuotaFunc adapts a function to [QuotaSource].
-type QuotaFunc func(t *Target, now time.Time) (Quota, bool)
+// quotaFunc adapts a function to [QuotaSource].
+type quotaFunc func(t *Target, now time.Time) (Quota, bool)
 
 // Quota calls f(t, now).
-func (f QuotaFunc) Quota(t *Target, now time.Time) (Quota, bool) { return f(t, now) }
+func (f quotaFunc) Quota(t *Target, now time.Time) (Quota, bool) { return f(t, now) }
 
 // Quota is what a provider reports about one connection's usage limits, as
 // they apply to the target's model: where a provider keeps a per-model
@@ -52,9 +52,9 @@ type Window struct {
 
 // Default window lengths.
 const (
-	SessionWindow = 5 * time.Hour
-	WeeklyWindow  = 7 * 24 * time.Hour
-	MonthlyWindow = 30 * 24 * time.Hour
+	sessionWindow = 5 * time.Hour
+	weeklyWindow  = 7 * 24 * time.Hour
+	monthlyWindow = 30 * 24 * time.Hour
 )
 
 func (w *Window) known() bool { return w.Known && !math.IsNaN(w.Remaining) }
@@ -104,7 +104,7 @@ func quotaOf(src QuotaSource, t *Target, now time.Time) (Quota, bool) {
 	return src.Quota(t, now)
 }
 
-// ResetAware ranks targets by how much quota they have and how soon it would
+// resetAware ranks targets by how much quota they have and how soon it would
 // be wasted: quota that resets soon is worth spending first.
 //
 // Each reported window scores r·remaining + u·urgency·(1 − remaining), where
@@ -122,7 +122,7 @@ func quotaOf(src QuotaSource, t *Target, now time.Time) (Quota, bool) {
 //
 // The zero value works with no quota source (every target scores 0.5, so
 // they all take turns). ResetAware is safe for concurrent use.
-type ResetAware struct {
+type resetAware struct {
 	Quota QuotaSource
 	// SessionWeight and WeeklyWeight blend the two windows; both ≤ 0 means
 	// 0.35 and 0.65. They are normalised to sum to 1.
@@ -162,15 +162,15 @@ func windowScore(w *Window, length time.Duration, r, u float64, now *instant) fl
 }
 
 // Score is the reset-aware score of a known quota as of now (see
-// [ResetAware]).
-func (s *ResetAware) Score(q Quota, now time.Time) float64 {
+// resetAware).
+func (s *resetAware) Score(q Quota, now time.Time) float64 {
 	sw, ww := s.weights()
 	at := newInstant(now)
 	return resetScore(&q, sw, ww, &at)
 }
 
 // weights resolves SessionWeight and WeeklyWeight.
-func (s *ResetAware) weights() (sw, ww float64) {
+func (s *resetAware) weights() (sw, ww float64) {
 	sw, ww = s.SessionWeight, s.WeeklyWeight
 	if sw <= 0 && ww <= 0 || math.IsNaN(sw) || math.IsNaN(ww) {
 		sw, ww = 0.35, 0.65
@@ -178,18 +178,18 @@ func (s *ResetAware) weights() (sw, ww float64) {
 	return max(sw, 0), max(ww, 0)
 }
 
-// resetScore is [ResetAware.Score] with the weights resolved.
+// resetScore is resetAware.Score with the weights resolved.
 func resetScore(q *Quota, sw, ww float64, now *instant) float64 {
 	if q.LimitReached {
 		return math.Inf(-1)
 	}
 	score, weight := 0.0, 0.0
 	if q.Session.known() && sw > 0 {
-		score += sw * windowScore(&q.Session, SessionWindow, sessionR, sessionU, now)
+		score += sw * windowScore(&q.Session, sessionWindow, sessionR, sessionU, now)
 		weight += sw
 	}
 	if q.Weekly.known() && ww > 0 {
-		score += ww * windowScore(&q.Weekly, WeeklyWindow, weeklyR, weeklyU, now)
+		score += ww * windowScore(&q.Weekly, weeklyWindow, weeklyR, weeklyU, now)
 		weight += ww
 	}
 	monthly := q.Monthly.known()
@@ -197,10 +197,10 @@ func resetScore(q *Quota, sw, ww float64, now *instant) float64 {
 	case weight > 0:
 		score /= weight
 		if monthly {
-			score = (1-monthlyBlend)*score + monthlyBlend*windowScore(&q.Monthly, MonthlyWindow, weeklyR, weeklyU, now)
+			score = (1-monthlyBlend)*score + monthlyBlend*windowScore(&q.Monthly, monthlyWindow, weeklyR, weeklyU, now)
 		}
 	case monthly:
-		score = windowScore(&q.Monthly, MonthlyWindow, weeklyR, weeklyU, now)
+		score = windowScore(&q.Monthly, monthlyWindow, weeklyR, weeklyU, now)
 	default:
 		return 0.5 // nothing reported
 	}
@@ -213,7 +213,7 @@ func resetScore(q *Quota, sw, ww float64, now *instant) float64 {
 }
 
 // Order sorts p.Targets by score and rotates the leaders.
-func (s *ResetAware) Order(p *Pick) {
+func (s *resetAware) Order(p *Pick) {
 	ts := p.Targets
 	if len(ts) < 2 {
 		return
@@ -262,7 +262,7 @@ func rotateTurn(mu *sync.Mutex, turns *comboStates[uint64], p *Pick, n int) {
 	rotate(p.Targets[:n], k)
 }
 
-// ResetWindow orders targets by how soon their quota resets, soonest first:
+// resetWindow orders targets by how soon their quota resets, soonest first:
 // the earliest reset among the weekly window and, with IncludeSession, the
 // session window. A target with no known reset time goes last, in declared
 // order. Targets whose reset is within TieBand of the soonest take turns at
@@ -270,7 +270,7 @@ func rotateTurn(mu *sync.Mutex, turns *comboStates[uint64], p *Pick, n int) {
 //
 // The zero value works with no quota source (declared order). ResetWindow is
 // safe for concurrent use.
-type ResetWindow struct {
+type resetWindow struct {
 	Quota QuotaSource
 	// IncludeSession also counts the session window's reset.
 	IncludeSession bool
@@ -284,7 +284,7 @@ type ResetWindow struct {
 
 // untilReset is the time from now to the earliest configured reset, 0 when
 // it has passed, +∞ when unknown.
-func (s *ResetWindow) untilReset(q *Quota, now *instant) float64 {
+func (s *resetWindow) untilReset(q *Quota, now *instant) float64 {
 	best := math.Inf(1)
 	if w := &q.Weekly; w.Known && !w.ResetAt.IsZero() {
 		best = float64(max(now.until(w.ResetAt), 0))
@@ -296,7 +296,7 @@ func (s *ResetWindow) untilReset(q *Quota, now *instant) float64 {
 }
 
 // Order sorts p.Targets by time to reset and rotates the leaders.
-func (s *ResetWindow) Order(p *Pick) {
+func (s *resetWindow) Order(p *Pick) {
 	ts := p.Targets
 	if len(ts) < 2 {
 		return
@@ -331,15 +331,15 @@ func (s *ResetWindow) Order(p *Pick) {
 	rotateTurn(&s.mu, &s.turns, p, leaders)
 }
 
-// Headroom orders targets by free quota ([Quota.Headroom]), most first;
+// headroomOrder orders targets by free quota ([Quota.Headroom]), most first;
 // equal headroom keeps the declared order. An unknown quota counts as full
 // headroom, so without a source the declared order stands.
-type Headroom struct {
+type headroomOrder struct {
 	Quota QuotaSource
 }
 
 // Order sorts p.Targets by headroom.
-func (h Headroom) Order(p *Pick) {
+func (h headroomOrder) Order(p *Pick) {
 	ts := p.Targets
 	if len(ts) < 2 || h.Quota == nil {
 		return

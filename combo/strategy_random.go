@@ -6,18 +6,20 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+
+	"github.com/routeguard/routeguard/breaker"
 )
 
-// Weighted draws the first target with probability weight/Σweight (a weight
+// weightedOrder draws the first target with probability weight/Σweight (a weight
 // ≤ 0, NaN or infinite counts as 1) and orders the rest by weight,
 // descending, ties in declared order. With the combo's StickyLimit > 1 the
 // drawn target stays first for that many requests while it stays eligible;
 // a pinned target that is not eligible is dropped and a new one is drawn.
 //
 // The zero value draws from a process-wide source seeded from crypto/rand;
-// [NewWeighted] takes a source of its own. Weighted is safe for concurrent
+// newWeighted takes a source of its own. Weighted is safe for concurrent
 // use.
-type Weighted struct {
+type weightedOrder struct {
 	rnd *lockedRand
 
 	mu     sync.Mutex // guards sticky
@@ -29,9 +31,9 @@ type weightedPin struct {
 	used int // requests served in the current batch
 }
 
-// NewWeighted returns a weighted strategy drawing from src (used under a
+// newWeighted returns a weighted strategy drawing from src (used under a
 // lock); nil means a source seeded from crypto/rand.
-func NewWeighted(src rand.Source) *Weighted { return &Weighted{rnd: newLockedRand(src)} }
+func newWeighted(src rand.Source) *weightedOrder { return &weightedOrder{rnd: newLockedRand(src)} }
 
 // targetWeight is t's weight in draws: Weight, or 1 when it is not a
 // positive finite number.
@@ -46,7 +48,7 @@ func targetWeight(t *Target) float64 {
 func byWeightDesc(a, b *Target) int { return cmp.Compare(targetWeight(b), targetWeight(a)) }
 
 // Order puts the drawn (or pinned) target first and the rest by weight.
-func (w *Weighted) Order(p *Pick) {
+func (w *weightedOrder) Order(p *Pick) {
 	ts := p.Targets
 	if len(ts) < 2 {
 		return
@@ -82,7 +84,7 @@ func (w *Weighted) Order(p *Pick) {
 }
 
 // draw picks an index of ts with probability proportional to its weight.
-func (w *Weighted) draw(ts []*Target) int {
+func (w *weightedOrder) draw(ts []*Target) int {
 	total := 0.0
 	for _, t := range ts {
 		total += targetWeight(t)
@@ -100,30 +102,30 @@ func (w *Weighted) draw(ts []*Target) int {
 	return len(ts) - 1 // rounding left x at 0
 }
 
-// P2C is the power of two choices: it draws two distinct targets at random,
-// scores each with [P2CScore] and puts the better one first (the first draw
+// p2cOrder is the power of two choices: it draws two distinct targets at random,
+// scores each with p2cScore and puts the better one first (the first draw
 // on a tie); the others keep their declared order.
 //
 // The zero value draws from a process-wide source seeded from crypto/rand;
-// [NewP2C] takes a source of its own. P2C is safe for concurrent use.
-type P2C struct {
+// [newP2C] takes a source of its own. P2C is safe for concurrent use.
+type p2cOrder struct {
 	rnd *lockedRand
 }
 
-// NewP2C returns a p2c strategy drawing from src (used under a lock); nil
+// newP2C returns a p2c strategy drawing from src (used under a lock); nil
 // means a source seeded from crypto/rand.
-func NewP2C(src rand.Source) *P2C { return &P2C{rnd: newLockedRand(src)} }
+func newP2C(src rand.Source) *p2cOrder { return &p2cOrder{rnd: newLockedRand(src)} }
 
-// P2CScore is the p2c score of a target: −∞ when its breaker is OPEN;
+// p2cScore is the p2c score of a target: −∞ when its breaker is OPEN;
 // otherwise the success rate as a fraction (0.5 before any attempt) plus
 // 1/log10(average latency in ms + 10) (0.25 while the latency is unknown),
 // minus 0.25 when its breaker is HALF_OPEN.
-func P2CScore(s Stats) float64 {
-	if s.Breaker == BreakerOpen {
+func p2cScore(s Stats) float64 {
+	if s.Breaker == breaker.Open {
 		return math.Inf(-1)
 	}
 	score := 0.5
-	if r := s.SuccessRate(); r >= 0 {
+	if r := s.successRate(); r >= 0 {
 		score = r / 100
 	}
 	if s.AvgLatency > 0 {
@@ -131,14 +133,14 @@ func P2CScore(s Stats) float64 {
 	} else {
 		score += 0.25
 	}
-	if s.Breaker == BreakerHalfOpen {
+	if s.Breaker == breaker.HalfOpen {
 		score -= 0.25
 	}
 	return score
 }
 
 // Order puts the better of two random targets first.
-func (s *P2C) Order(p *Pick) {
+func (s *p2cOrder) Order(p *Pick) {
 	ts := p.Targets
 	n := len(ts)
 	if n < 2 {
@@ -153,26 +155,26 @@ func (s *P2C) Order(p *Pick) {
 		j++
 	}
 	win := i
-	if P2CScore(statsOf(p, ts[j])) > P2CScore(statsOf(p, ts[i])) {
+	if p2cScore(statsOf(p, ts[j])) > p2cScore(statsOf(p, ts[i])) {
 		win = j
 	}
 	toFront(ts, win)
 }
 
-// Random shuffles the targets (Fisher–Yates) for every request.
+// randomOrder shuffles the targets (Fisher–Yates) for every request.
 //
 // The zero value draws from a process-wide source seeded from crypto/rand;
-// [NewRandom] takes a source of its own. Random is safe for concurrent use.
-type Random struct {
+// newRandom takes a source of its own. Random is safe for concurrent use.
+type randomOrder struct {
 	rnd *lockedRand
 }
 
-// NewRandom returns a random strategy drawing from src (used under a lock);
+// newRandom returns a random strategy drawing from src (used under a lock);
 // nil means a source seeded from crypto/rand.
-func NewRandom(src rand.Source) *Random { return &Random{rnd: newLockedRand(src)} }
+func newRandom(src rand.Source) *randomOrder { return &randomOrder{rnd: newLockedRand(src)} }
 
 // Order shuffles p.Targets.
-func (s *Random) Order(p *Pick) {
+func (s *randomOrder) Order(p *Pick) {
 	if len(p.Targets) < 2 {
 		return
 	}
@@ -182,14 +184,14 @@ func (s *Random) Order(p *Pick) {
 	r.mu.Unlock()
 }
 
-// StrictRandom deals the first target from a per-combo deck: every target is
+// strictRandom deals the first target from a per-combo deck: every target is
 // dealt once before any is dealt again (a new cycle starts when every
 // eligible target has been dealt). The rest are shuffled.
 //
 // The zero value draws from a process-wide source seeded from crypto/rand;
-// [NewStrictRandom] takes a source of its own. StrictRandom is safe for
+// newStrictRandom takes a source of its own. StrictRandom is safe for
 // concurrent use.
-type StrictRandom struct {
+type strictRandom struct {
 	rnd *lockedRand
 
 	mu    sync.Mutex // guards decks
@@ -205,10 +207,10 @@ type deck struct {
 // a new cycle when it is reached.
 const maxDeck = 1024
 
-// NewStrictRandom returns a strict-random strategy drawing from src (used
+// newStrictRandom returns a strict-random strategy drawing from src (used
 // under a lock); nil means a source seeded from crypto/rand.
-func NewStrictRandom(src rand.Source) *StrictRandom {
-	return &StrictRandom{rnd: newLockedRand(src)}
+func newStrictRandom(src rand.Source) *strictRandom {
+	return &strictRandom{rnd: newLockedRand(src)}
 }
 
 func (d *deck) has(t *Target) bool {
@@ -221,7 +223,7 @@ func (d *deck) has(t *Target) bool {
 }
 
 // Order deals the first target and shuffles the rest.
-func (s *StrictRandom) Order(p *Pick) {
+func (s *strictRandom) Order(p *Pick) {
 	ts := p.Targets
 	n := len(ts)
 	if n == 0 {

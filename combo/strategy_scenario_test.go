@@ -79,12 +79,12 @@ func TestFillFirstServesDeclaredOrderThroughRouter(t *testing.T) {
 func openBreaker(t *testing.T, s *breaker.Set, provider string) {
 	t.Helper()
 	for range 100 {
-		if st, _ := s.State(provider); st == breaker.Open {
+		if st, _ := s.StateAt(provider, time.Now()); st == breaker.Open {
 			return
 		}
-		done, err := s.Allow(provider)
+		done, err := s.AllowReportAt(provider, time.Now())
 		require.NoError(t, err)
-		done(breaker.Failure)
+		done(breaker.Report{Outcome: breaker.Failure})
 	}
 	t.Fatalf("the breaker of %s does not open", provider)
 }
@@ -173,7 +173,7 @@ func TestWeightedComboScreeningScenarios(t *testing.T) {
 				assert.Equal(t, 0, f.up["openai"].Total())
 				return
 			}
-			var te *combo.TerminalError
+			var te *combo.Error
 			require.ErrorAs(t, err, &te)
 			assert.Equal(t, tt.wantStatus, te.Status)
 			assert.Equal(t, 0, f.up["openai"].Total()+f.up["claude"].Total(), "no dispatch")
@@ -184,7 +184,7 @@ func TestWeightedComboScreeningScenarios(t *testing.T) {
 				got[x.Provider] = x.Reason
 			}
 			assert.Equal(t, tt.wantReasons, got)
-			body := te.Body()
+			body := combo.TerminalBody(te)
 			assert.Equal(t, tt.wantAction, body.RecoveryHint.Action)
 			assert.Len(t, body.Diagnostics.Excluded, 2)
 			resp := te.Response(nil)
@@ -196,8 +196,10 @@ func TestWeightedComboScreeningScenarios(t *testing.T) {
 				assert.True(t, sec >= 1 && sec <= 60, "Retry-After %v", te.RetryAfter)
 			}
 			if tt.name == "6 both connections cooling 5 s" {
-				for _, p := range []string{"openai", "claude"} {
-					assert.Equal(t, 0, f.cfg.Breakers.Get(p).Status().Failures, p)
+				for _, r := range f.cfg.Breakers.SnapshotAt(time.Now()) {
+					if r.Provider == "openai" || r.Provider == "claude" {
+						assert.Equal(t, 0, r.Failures, r.Provider)
+					}
 				}
 			}
 		})

@@ -2,7 +2,7 @@ package combo
 
 import "sync"
 
-// QuotaShare shares a combo's load across connections in proportion to
+// quotaShare shares a combo's load across connections in proportion to
 // their weights while steering away from busy and exhausted ones:
 //
 //  1. Saturation gate: a target whose quota ([QuotaSource]) has its limit
@@ -32,7 +32,7 @@ import "sync"
 //
 // The zero value works with no quota source. QuotaShare is safe for
 // concurrent use.
-type QuotaShare struct {
+type quotaShare struct {
 	Quota QuotaSource
 
 	mu  sync.Mutex // guards drr
@@ -65,8 +65,12 @@ const (
 	shareSaturated
 )
 
+// ConnectionSlot names the slot of t's connection that a quota-share
+// request holds for its whole duration (see [ConnectionSlotter]).
+func (s *quotaShare) ConnectionSlot(t *Target) string { return "qsconn:" + t.Connection }
+
 // Order orders p.Targets for quota sharing.
-func (s *QuotaShare) Order(p *Pick) {
+func (s *quotaShare) Order(p *Pick) {
 	ts := p.Targets
 	n := len(ts)
 	if n < 2 {
@@ -140,7 +144,7 @@ func atItsCap(t *Target, inFlight int64) bool {
 // round runs one DRR round over the targets with room and returns the
 // index of the winner. It overwrites the keys of room (their class) with
 // the targets' weights.
-func (s *QuotaShare) round(name string, room []keyed) int {
+func (s *quotaShare) round(name string, room []keyed) int {
 	total := 0.0
 	for i := range room {
 		w := targetWeight(room[i].t)

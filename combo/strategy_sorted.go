@@ -2,13 +2,13 @@ package combo
 
 import "math"
 
-// LeastUsed orders the targets by the router's request count, fewest first;
+// leastUsed orders the targets by the router's request count, fewest first;
 // a target the router has not seen counts 0, and equal counts keep the
 // declared order.
-type LeastUsed struct{}
+type leastUsed struct{}
 
 // Order sorts p.Targets by request count.
-func (LeastUsed) Order(p *Pick) {
+func (leastUsed) Order(p *Pick) {
 	ts := p.Targets
 	if len(ts) < 2 {
 		return
@@ -22,13 +22,13 @@ func (LeastUsed) Order(p *Pick) {
 	putKeys(pooled)
 }
 
-// CostOptimized orders the targets by input price, cheapest first; a target
+// costOptimized orders the targets by input price, cheapest first; a target
 // whose price is unknown (PriceKnown false) goes last, and equal prices keep
 // the declared order.
-type CostOptimized struct{}
+type costOptimized struct{}
 
 // Order sorts p.Targets by price.
-func (CostOptimized) Order(p *Pick) {
+func (costOptimized) Order(p *Pick) {
 	ts := p.Targets
 	if len(ts) < 2 {
 		return
@@ -46,7 +46,7 @@ func (CostOptimized) Order(p *Pick) {
 	putKeys(pooled)
 }
 
-// ContextOptimized orders the targets by context window, largest first;
+// contextOptimized orders the targets by context window, largest first;
 // targets whose window is unknown (0) go last, and equal windows keep the
 // declared order.
 //
@@ -54,11 +54,11 @@ func (CostOptimized) Order(p *Pick) {
 // whose known window is smaller are dropped. An unknown window is never
 // dropped, and when no target is large enough none is dropped: the
 // upstream's own answer then tells the client the prompt is too long.
-type ContextOptimized struct{}
+type contextOptimized struct{}
 
 // Order drops the targets too small for the request and sorts the rest by
 // context window.
-func (ContextOptimized) Order(p *Pick) {
+func (contextOptimized) Order(p *Pick) {
 	ts := p.Targets
 	if need := promptTokens(p); need > 0 {
 		fits := 0
@@ -98,17 +98,17 @@ func promptTokens(p *Pick) int {
 	return p.Request.PromptTokens
 }
 
-// LastKnownGood (lkgp) moves the last known good target to the front; the
+// lastKnownGood (lkgp) moves the last known good target to the front; the
 // others keep the declared order. The last known good is the provider and
 // connection of the combo's target that succeeded most recently, eligible
 // now or not. When it cannot take this request, the first eligible target
 // of the same connection, else of the same provider, else one whose model
 // is named "<provider>/…" goes first. With no success recorded yet, or no
 // match, the declared order stands.
-type LastKnownGood struct{}
+type lastKnownGood struct{}
 
 // Order moves the last known good target first.
-func (LastKnownGood) Order(p *Pick) {
+func (lastKnownGood) Order(p *Pick) {
 	var good *Target
 	var goodAt int64
 	consider := func(t *Target) {
@@ -150,25 +150,26 @@ func (LastKnownGood) Order(p *Pick) {
 	toFront(p.Targets, best)
 }
 
-// CacheHint scores how likely target t holds the cached prefix of req's
-// prompt; higher is likelier and ≤ 0 means no known affinity. It is called
-// once per target on every request and must be fast and safe for concurrent
-// use.
-type CacheHint func(req *Request, t *Target) float64
+// cacheHint is Config.CacheHint.
+type cacheHint = func(req *Request, t *Target) float64
 
-// CacheOptimized moves the target most likely to hold the request's cached
+// cacheOptimized moves the target most likely to hold the request's cached
 // prompt prefix (the highest positive Hint score, the first on a tie) to the
 // front; the others keep the declared order. A nil Hint, or no positive
 // score, keeps the declared order.
 //
 // The cache hint is meant to beat session stickiness: a router honouring it
 // does not move the session's pinned connection ahead of the hinted target.
-type CacheOptimized struct {
-	Hint CacheHint
+type cacheOptimized struct {
+	Hint cacheHint
 }
 
+// OrdersSessions reports true: the connection likely to hold the prompt's
+// cached prefix beats the session's pin (see [SessionOrderer]).
+func (cacheOptimized) OrdersSessions() bool { return true }
+
 // Order moves the hinted target first.
-func (c CacheOptimized) Order(p *Pick) {
+func (c cacheOptimized) Order(p *Pick) {
 	if c.Hint == nil {
 		return
 	}

@@ -65,7 +65,7 @@ func TestUnknownStrategyListsEveryName(t *testing.T) {
 	r := combo.New(combo.Config{})
 	_, err := r.Do(context.Background(), combo.Request{Combo: &combo.Combo{Name: "c", Strategy: "fastest",
 		Targets: []combo.Target{{Provider: "p", Model: "m"}}}}, nil)
-	var se *combo.UnknownStrategyError
+	var se *combo.Error
 	require.True(t, errors.As(err, &se))
 	assert.Equal(t, []string{"auto", "cache-optimized", "context-optimized", "context-relay", "cost-optimized", "fill-first",
 		"headroom", "least-used", "lkgp", "p2c", "priority", "quota-share", "random", "reset-aware",
@@ -73,7 +73,7 @@ func TestUnknownStrategyListsEveryName(t *testing.T) {
 	assert.Contains(t, err.Error(), `"fastest"`)
 	_, err = r.Strategy("fastest")
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, "fastest", se.Name)
+	assert.Equal(t, "fastest", se.Strategy)
 	st, err := r.Strategy("")
 	require.NoError(t, err)
 	assert.Equal(t, combo.Priority{}, st, `"" is priority`)

@@ -11,8 +11,8 @@ import (
 
 // Defaults and ranges of [ToolLimitConfig].
 const (
-	DefaultToolLimitTTL        = time.Hour
-	DefaultToolLimitMaxEntries = 10000
+	defaultToolLimitTTL        = time.Hour
+	defaultToolLimitMaxEntries = 10000
 
 	minToolLimitTTL   = time.Minute
 	maxToolLimitTTL   = 7 * 24 * time.Hour
@@ -40,14 +40,14 @@ type ToolLimitConfig struct {
 func (c ToolLimitConfig) Normalize() ToolLimitConfig {
 	switch {
 	case c.TTL <= 0:
-		c.TTL = DefaultToolLimitTTL
+		c.TTL = defaultToolLimitTTL
 	case c.TTL < minToolLimitTTL:
 		c.TTL = minToolLimitTTL
 	case c.TTL > maxToolLimitTTL:
 		c.TTL = maxToolLimitTTL
 	}
 	if c.MaxEntries <= 0 {
-		c.MaxEntries = DefaultToolLimitMaxEntries
+		c.MaxEntries = defaultToolLimitMaxEntries
 	}
 	c.MaxEntries = min(c.MaxEntries, maxToolLimitCap)
 	return c
@@ -71,7 +71,7 @@ type toolEntry struct {
 	until time.Time
 }
 
-// ToolLimit is one remembered limit, as listed by [ToolLimits.Snapshot].
+// ToolLimit is one remembered limit, as given to [ToolLimitConfig.OnLearn].
 type ToolLimit struct {
 	Provider string    `json:"provider"`
 	Model    string    `json:"model"`
@@ -82,11 +82,6 @@ type ToolLimit struct {
 // NewToolLimits returns an empty tool-limit memory with cfg (normalised).
 func NewToolLimits(cfg ToolLimitConfig) *ToolLimits {
 	return &ToolLimits{cfg: cfg.Normalize(), m: make(map[toolKey]toolEntry)}
-}
-
-// Learn is LearnAt at time.Now().
-func (l *ToolLimits) Learn(provider, model string, limit int) {
-	l.LearnAt(provider, model, limit, time.Now())
 }
 
 // LearnAt remembers that provider's model accepts at most limit tools, until
@@ -135,11 +130,6 @@ func (l *ToolLimits) pruneLocked(now time.Time) {
 	}
 }
 
-// Limit is LimitAt at time.Now().
-func (l *ToolLimits) Limit(provider, model string) (int, bool) {
-	return l.LimitAt(provider, model, time.Now())
-}
-
 // LimitAt returns the remembered limit of provider's model, if one is known
 // and not expired at now. It allocates nothing.
 func (l *ToolLimits) LimitAt(provider, model string, now time.Time) (int, bool) {
@@ -162,19 +152,16 @@ func (l *ToolLimits) Allows(provider, model string, tools int, now time.Time) bo
 	return !ok || tools <= lim
 }
 
-// Forget drops the remembered limit of provider's model.
-func (l *ToolLimits) Forget(provider, model string) {
+// forget drops the remembered limit of provider's model.
+func (l *ToolLimits) forget(provider, model string) {
 	l.mu.Lock()
 	delete(l.m, toolKey{provider, model})
 	l.mu.Unlock()
 }
 
-// Snapshot is SnapshotAt at time.Now().
-func (l *ToolLimits) Snapshot() []ToolLimit { return l.SnapshotAt(time.Now()) }
-
-// SnapshotAt lists the limits in force at now, sorted by provider and
+// snapshotAt lists the limits in force at now, sorted by provider and
 // model.
-func (l *ToolLimits) SnapshotAt(now time.Time) []ToolLimit {
+func (l *ToolLimits) snapshotAt(now time.Time) []ToolLimit {
 	l.mu.RLock()
 	out := make([]ToolLimit, 0, len(l.m))
 	for k, e := range l.m {
@@ -216,14 +203,14 @@ var (
 	toolNumberRe = regexp.MustCompile(`(?:maximum length|maximum of|max of|at most|up to|no more than|limit of|limit is|limit:|maximum is|max is|maximum:|max:|maximum|max|limit)\s*(?:is\s*)?(\d{1,9})`)
 )
 
-// ParseToolLimit reports whether an upstream answer refuses a request for
+// parseToolLimit reports whether an upstream answer refuses a request for
 // carrying too many tools, and the limit it names (-1 when it names none).
 // It understands the usual wordings: "maximum of N tools", "too many
 // tools", "'tools': array too long … maximum length N", "tool count
 // exceeds the limit of N", and similar. Only client-error statuses count
 // (4xx other than 401, 402, 403, 404 and 429); a status of 0 means unknown
 // and is accepted. Only the first 8 KiB of body are read.
-func ParseToolLimit(status int, body []byte) (limit int, ok bool) {
+func parseToolLimit(status int, body []byte) (limit int, ok bool) {
 	if status != 0 && (status < 400 || status > 499 || status == 401 || status == 402 ||
 		status == 403 || status == 404 || status == 429) {
 		return 0, false
@@ -271,7 +258,7 @@ func (r *Router) learnToolLimit(t *Target, tools, status int, body []byte, now t
 	if tl == nil || tools <= 0 || len(body) == 0 {
 		return false
 	}
-	lim, ok := ParseToolLimit(status, body)
+	lim, ok := parseToolLimit(status, body)
 	if !ok {
 		return false
 	}

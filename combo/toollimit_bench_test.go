@@ -1,6 +1,7 @@
 package combo
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -23,10 +24,10 @@ func BenchmarkToolLimitAllows(b *testing.B) {
 // BenchmarkEligibilityWithToolLimits screens eight targets through every
 // layer, tool limits included, with one target too small for the tools.
 func BenchmarkEligibilityWithToolLimits(b *testing.B) {
-	r, c, req, st, now := toolLimitRouter(b)
+	r, c, _, st, now := toolLimitRouter(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		r.screen(&req, st, now)
+		r.screen(st, now)
 	}
 	if len(st.eligible) != 4 {
 		b.Fatalf("eligible = %d, want 4", len(st.eligible))
@@ -35,12 +36,13 @@ func BenchmarkEligibilityWithToolLimits(b *testing.B) {
 }
 
 func toolLimitRouter(tb testing.TB) (*Router, *Combo, Request, *reqState, time.Time) {
-	r, c := benchRouter(tb, StrategyPriority)
+	r, c := benchRouter(tb, strategyPriority)
 	r.cfg.ToolLimits = NewToolLimits(ToolLimitConfig{})
 	now := time.Now()
 	r.cfg.ToolLimits.LearnAt("p3", "m", 10, now) // c3 and c7
 	req := Request{Combo: c, Tools: 20}
-	st := r.getState()
+	strat, _ := r.strategies.get(strategyPriority)
+	st := r.getState(context.Background(), &req, c.Settings.norm(), strat, nil)
 	for i := range c.Targets {
 		st.all = append(st.all, &c.Targets[i])
 	}
@@ -48,9 +50,9 @@ func toolLimitRouter(tb testing.TB) (*Router, *Combo, Request, *reqState, time.T
 }
 
 func TestToolLimitCheckAllocatesNothing(t *testing.T) {
-	r, _, req, st, now := toolLimitRouter(t)
-	r.screen(&req, st, now)
-	allocs := testing.AllocsPerRun(200, func() { r.screen(&req, st, now) })
+	r, _, _, st, now := toolLimitRouter(t)
+	r.screen(st, now)
+	allocs := testing.AllocsPerRun(200, func() { r.screen(st, now) })
 	if allocs != 0 {
 		t.Fatalf("screen with tool limits allocates %v times, want 0", allocs)
 	}

@@ -163,7 +163,7 @@ func TestToolLimitLearnedAndTargetSkipped(t *testing.T) {
 		"anthropic/a1/claude:succeeded:OK",
 	}, outcomes(res))
 	assert.Equal(t, string(combo.ReasonToolLimit), res.Attempts[0].Code)
-	lim, ok := f.cfg.ToolLimits.Limit("openai", "gpt-4o")
+	lim, ok := f.cfg.ToolLimits.LimitAt("openai", "gpt-4o", time.Now())
 	require.True(t, ok)
 	assert.Equal(t, 128, lim)
 
@@ -178,16 +178,16 @@ func TestToolLimitLearnedAndTargetSkipped(t *testing.T) {
 
 	only := &combo.Combo{Name: "only", Targets: []combo.Target{target("openai", "k1", "gpt-4o")}}
 	_, err = f.router.Do(context.Background(), combo.Request{Combo: only, Tools: 200}, f.send)
-	var te *combo.TerminalError
+	var te *combo.Error
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, 400, te.Status, "no target can take 200 tools: the request must change")
 	assert.Equal(t, combo.TerminalCapability, te.Code)
 	assert.ErrorIs(t, err, combo.ErrCapabilityMismatch)
-	assert.Equal(t, "change-request", te.Header().Get("X-Omniroute-Recovery-Action"))
-	assert.Empty(t, te.Header().Get("Retry-After"))
+	assert.Equal(t, "change-request", combo.TerminalHeader(te).Get("X-Omniroute-Recovery-Action"))
+	assert.Empty(t, combo.TerminalHeader(te).Get("Retry-After"))
 	require.Len(t, te.Excluded, 1)
 	assert.Equal(t, combo.ReasonToolLimit, te.Excluded[0].Reason)
-	assert.Equal(t, "No target of only can take this request: openai/gpt-4o: tool_limit", te.Body().Error.Message)
+	assert.Equal(t, "No target of only can take this request: openai/gpt-4o: tool_limit", combo.TerminalBody(te).Error.Message)
 }
 
 func TestToolLimitWithoutNumberAssumesOneFewer(t *testing.T) {
@@ -198,7 +198,7 @@ func TestToolLimitWithoutNumberAssumesOneFewer(t *testing.T) {
 	c := &combo.Combo{Name: "tools", Targets: []combo.Target{target("openai", "k1", "gpt-4o"), target("anthropic", "a1", "claude")}}
 	_, err := f.do(t, c, func(r *combo.Request) { r.Tools = 40 })
 	require.NoError(t, err)
-	lim, ok := f.cfg.ToolLimits.Limit("openai", "gpt-4o")
+	lim, ok := f.cfg.ToolLimits.LimitAt("openai", "gpt-4o", time.Now())
 	require.True(t, ok)
 	assert.Equal(t, 39, lim)
 }

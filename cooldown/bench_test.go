@@ -61,22 +61,6 @@ func BenchmarkStatusAtParallel(b *testing.B) {
 	})
 }
 
-func BenchmarkSelectAt8(b *testing.B) {
-	tr := New(Config{})
-	cands := make([]string, 8)
-	for i := range cands {
-		cands[i] = fmt.Sprint("openai:key-", i)
-		if i%2 == 0 {
-			tr.FailAt(cands[i], rateLimit, t0)
-		}
-	}
-	dst := make([]string, 0, len(cands))
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = tr.SelectAt(dst, cands, t0)
-	}
-}
-
 func BenchmarkFailAtAbsorbed(b *testing.B) {
 	tr := New(Config{})
 	tr.FailAt("k1", rateLimit, t0)
@@ -88,7 +72,7 @@ func BenchmarkFailAtAbsorbed(b *testing.B) {
 
 func BenchmarkSucceedAtClean(b *testing.B) {
 	tr := New(Config{})
-	tr.Register("k1", Options{Provider: "openai"})
+	tr.RegisterAt("k1", Options{Provider: "openai"}, t0)
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.SucceedAt("k1", t0)

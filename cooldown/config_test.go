@@ -2,19 +2,21 @@ package cooldown
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/routeguard/routeguard"
 )
 
 func TestNormalizeDefaults(t *testing.T) {
-	var c Config
-	c.Normalize()
-	assert.Equal(t, Profile{Base: 5 * time.Second, Steps: 8, Max: 30 * time.Minute, Hints: HintsOff}, c.OAuth)
-	assert.Equal(t, Profile{Base: 3 * time.Second, Steps: 5, Max: 30 * time.Minute, Hints: HintsOn}, c.APIKey)
+	c := Config{}.Normalize()
+	assert.Equal(t, Profile{Base: new(5 * time.Second), Steps: new(8), Max: 30 * time.Minute, Hints: new(false)}, c.OAuth)
+	assert.Equal(t, Profile{Base: new(3 * time.Second), Steps: new(5), Max: 30 * time.Minute, Hints: new(true)}, c.APIKey)
 	assert.Equal(t, 30*24*time.Hour, c.MaxHint)
 	assert.Equal(t, 5*time.Minute, c.RequestRejected)
 	assert.Equal(t, 15*time.Minute, c.RequestRejectedRepeat)
@@ -31,8 +33,8 @@ func TestNormalizeDefaults(t *testing.T) {
 
 func TestNormalizeClamps(t *testing.T) {
 	c := Config{
-		OAuth:                 Profile{Base: 48 * time.Hour, Steps: 99, Max: 100 * time.Hour, Hints: 7},
-		APIKey:                Profile{Base: time.Nanosecond, Steps: -1, Max: -1, Hints: HintsOff},
+		OAuth:                 Profile{Base: new(48 * time.Hour), Steps: new(99), Max: 100 * time.Hour, Hints: new(true)},
+		APIKey:                Profile{Base: new(-time.Nanosecond), Steps: new(-1), Max: -1, Hints: new(false)},
 		MaxHint:               time.Millisecond,
 		RequestRejected:       -time.Second,
 		RequestRejectedRepeat: 48 * time.Hour,
@@ -45,9 +47,9 @@ func TestNormalizeClamps(t *testing.T) {
 		EgressCooldown:        48 * time.Hour,
 		MaxEntries:            1,
 	}
-	c.Normalize()
-	assert.Equal(t, Profile{Base: 24 * time.Hour, Steps: 32, Max: 24 * time.Hour, Hints: HintsOff}, c.OAuth)
-	assert.Equal(t, Profile{Base: time.Millisecond, Steps: 5, Max: 30 * time.Minute, Hints: HintsOff}, c.APIKey)
+	c = c.Normalize()
+	assert.Equal(t, Profile{Base: new(24 * time.Hour), Steps: new(32), Max: 24 * time.Hour, Hints: new(true)}, c.OAuth)
+	assert.Equal(t, Profile{Base: new(time.Duration(0)), Steps: new(0), Max: 30 * time.Minute, Hints: new(false)}, c.APIKey)
 	assert.Equal(t, time.Second, c.MaxHint)
 	assert.Equal(t, 5*time.Minute, c.RequestRejected)
 	assert.Equal(t, 24*time.Hour, c.RequestRejectedRepeat)
@@ -61,9 +63,7 @@ func TestNormalizeClamps(t *testing.T) {
 	assert.Equal(t, 16, c.MaxEntries)
 
 	// Normalize is idempotent.
-	d := c
-	d.Normalize()
-	assert.Equal(t, c, d)
+	assert.Equal(t, c, c.Normalize())
 }
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -80,21 +80,21 @@ func TestFromEnvEgress(t *testing.T) {
 		err       bool
 	}{
 		{name: "unset", vars: nil},
-		{name: "blank", vars: map[string]string{EgressEnv: "  "}},
-		{name: "off", vars: map[string]string{EgressEnv: "off"}, disabled: true},
-		{name: "none", vars: map[string]string{EgressEnv: "NONE"}, disabled: true},
-		{name: "false", vars: map[string]string{EgressEnv: "False"}, disabled: true},
-		{name: "zero", vars: map[string]string{EgressEnv: " 0 "}, disabled: true},
-		{name: "list", vars: map[string]string{EgressEnv: "OpenCode-Zen, foo"}, providers: []string{"opencode-zen", "foo"}},
-		{name: "empty items", vars: map[string]string{EgressEnv: ",a,,b,"}, providers: []string{"a", "b"}},
-		{name: "only commas", vars: map[string]string{EgressEnv: " , ,"}, err: true},
+		{name: "blank", vars: map[string]string{envEgress: "  "}},
+		{name: "off", vars: map[string]string{envEgress: "off"}, disabled: true},
+		{name: "none", vars: map[string]string{envEgress: "NONE"}, disabled: true},
+		{name: "false", vars: map[string]string{envEgress: "False"}, disabled: true},
+		{name: "zero", vars: map[string]string{envEgress: " 0 "}, disabled: true},
+		{name: "list", vars: map[string]string{envEgress: "OpenCode-Zen, foo"}, providers: []string{"opencode-zen", "foo"}},
+		{name: "empty items", vars: map[string]string{envEgress: ",a,,b,"}, providers: []string{"a", "b"}},
+		{name: "only commas", vars: map[string]string{envEgress: " , ,"}, err: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := FromEnv(env(tt.vars))
 			if tt.err {
 				require.Error(t, err)
-				assert.True(t, errors.Is(err, ErrBadEnv))
+				assert.True(t, errors.Is(err, ErrInvalidConfig))
 			} else {
 				require.NoError(t, err)
 			}
@@ -105,17 +105,17 @@ func TestFromEnvEgress(t *testing.T) {
 }
 
 func TestEgressEnvOffNeverLocks(t *testing.T) {
-	c, err := FromEnv(env(map[string]string{EgressEnv: "off"}))
+	c, err := FromEnv(env(map[string]string{envEgress: "off"}))
 	require.NoError(t, err)
 	tr := New(c)
-	assert.False(t, tr.InEgressFamily("opencode-go"))
+	assert.False(t, tr.inEgressFamily("opencode-go"))
 
-	c, err = FromEnv(env(map[string]string{EgressEnv: "OpenCode-Zen, foo"}))
+	c, err = FromEnv(env(map[string]string{envEgress: "OpenCode-Zen, foo"}))
 	require.NoError(t, err)
 	tr = New(c)
-	assert.True(t, tr.InEgressFamily("opencode-zen"))
-	assert.True(t, tr.InEgressFamily("FOO"))
-	assert.False(t, tr.InEgressFamily("opencode-go"))
+	assert.True(t, tr.inEgressFamily("opencode-zen"))
+	assert.True(t, tr.inEgressFamily("FOO"))
+	assert.False(t, tr.inEgressFamily("opencode-go"))
 }
 
 func FuzzNormalize(f *testing.F) {
@@ -124,8 +124,8 @@ func FuzzNormalize(f *testing.F) {
 	f.Add(int64(1), 1, int64(1), int64(1), int64(1), 1, int64(1), 1, int64(1), int64(1), 1, uint8(1))
 	f.Fuzz(func(t *testing.T, base int64, steps int, maxd, hint, rr int64, banAt int, mem int64, recheckMax int, window, egressCD int64, maxEntries int, hints uint8) {
 		c := Config{
-			OAuth:                 Profile{Base: time.Duration(base), Steps: steps, Max: time.Duration(maxd), Hints: HintPolicy(hints)},
-			APIKey:                Profile{Base: time.Duration(maxd), Steps: -steps, Max: time.Duration(base), Hints: HintPolicy(hints >> 1)},
+			OAuth:                 Profile{Base: new(time.Duration(base)), Steps: new(steps), Max: time.Duration(maxd), Hints: fuzzHints(hints)},
+			APIKey:                Profile{Max: time.Duration(base), Hints: fuzzHints(hints >> 1)},
 			MaxHint:               time.Duration(hint),
 			RequestRejected:       time.Duration(rr),
 			RequestRejectedRepeat: time.Duration(-rr),
@@ -137,15 +137,24 @@ func FuzzNormalize(f *testing.F) {
 			EgressCooldown:        time.Duration(egressCD),
 			MaxEntries:            maxEntries,
 		}
-		c.Normalize()
+		if hints&1 == 0 { // otherwise nil: the class defaults
+			c.APIKey.Base, c.APIKey.Steps = new(time.Duration(maxd)), new(-steps)
+		}
+		in := c
+		c = c.Normalize()
+		// The receiver is a copy, but its pointers are shared: they must
+		// still point to the values given.
+		if *in.OAuth.Base != time.Duration(base) || *in.OAuth.Steps != steps || in.OAuth.Base == c.OAuth.Base || in.OAuth.Steps == c.OAuth.Steps {
+			t.Fatalf("Normalize changed or shared its receiver's pointers")
+		}
 		for _, p := range []Profile{c.OAuth, c.APIKey} {
-			if p.Base < time.Millisecond || p.Base > 24*time.Hour || p.Steps < 1 || p.Steps > 32 ||
-				p.Max < time.Millisecond || p.Max > 24*time.Hour || (p.Hints != HintsOn && p.Hints != HintsOff) {
+			if p.Base == nil || p.Steps == nil || p.Hints == nil || *p.Base < 0 || *p.Base > 24*time.Hour || *p.Steps < 0 || *p.Steps > 32 ||
+				p.Max < time.Millisecond || p.Max > 24*time.Hour {
 				t.Fatalf("profile out of range: %+v", p)
 			}
-			for l := -1; l <= p.Steps+2; l++ {
-				if d := Backoff(p, l); d <= 0 || d > p.Max {
-					t.Fatalf("Backoff(%+v, %d) = %v", p, l, d)
+			for l := -1; l <= *p.Steps+2; l++ {
+				if d := backoff(p, l); d < 0 || d > p.Max || (d == 0) != (*p.Base == 0) {
+					t.Fatalf("backoff(%+v, %d) = %v", p, l, d)
 				}
 			}
 		}
@@ -158,12 +167,22 @@ func FuzzNormalize(f *testing.F) {
 			c.EgressCooldown <= 0 || c.EgressCooldown > 24*time.Hour || c.MaxEntries < 16 || c.MaxEntries > 1<<28 {
 			t.Fatalf("config out of range: %+v", c)
 		}
-		d := c
-		d.Normalize()
-		if d.OAuth != c.OAuth || d.APIKey != c.APIKey || d.MaxHint != c.MaxHint || d.MaxEntries != c.MaxEntries {
+		d := c.Normalize()
+		if !reflect.DeepEqual(d.OAuth, c.OAuth) || !reflect.DeepEqual(d.APIKey, c.APIKey) || d.MaxHint != c.MaxHint || d.MaxEntries != c.MaxEntries {
 			t.Fatalf("Normalize not idempotent")
 		}
 	})
+}
+
+// fuzzHints maps a fuzzed byte to a Hints setting: nil, on or off.
+func fuzzHints(b uint8) *bool {
+	switch b % 3 {
+	case 1:
+		return new(true)
+	case 2:
+		return new(false)
+	}
+	return nil
 }
 
 func FuzzParseEgressProviders(f *testing.F) {
@@ -191,7 +210,7 @@ func FuzzParseEgressProviders(f *testing.F) {
 				}
 			}
 		}
-		c, err := FromEnv(env(map[string]string{EgressEnv: s}))
+		c, err := FromEnv(env(map[string]string{envEgress: s}))
 		if err == nil && !disabled && providers == nil && c.EgressProviders != nil {
 			t.Fatalf("default expected")
 		}
@@ -200,4 +219,87 @@ func FuzzParseEgressProviders(f *testing.F) {
 
 func lowerTrim(s string) string {
 	return strings.ToLower(strings.TrimSpace(s))
+}
+
+// Normalize returns a clamped copy and never touches its receiver: neither
+// its fields nor the values its pointers and slices refer to, and the copy
+// shares none of them.
+func TestNormalizeReturnsCopyAndKeepsReceiver(t *testing.T) {
+	base, steps, hints := 48*time.Hour, -1, false
+	providers := []string{" OpenCode-Zen ", "FOO", "foo"}
+	c := Config{APIKey: Profile{Base: &base, Steps: &steps, Hints: &hints}, EgressProviders: providers, MaxEntries: 1}
+	n := c.Normalize()
+
+	assert.Equal(t, 48*time.Hour, base)
+	assert.Equal(t, -1, steps)
+	assert.Equal(t, []string{" OpenCode-Zen ", "FOO", "foo"}, providers)
+	assert.Equal(t, Config{APIKey: Profile{Base: &base, Steps: &steps, Hints: &hints}, EgressProviders: providers, MaxEntries: 1}, c)
+	assert.Same(t, &base, c.APIKey.Base)
+
+	assert.Equal(t, 24*time.Hour, *n.APIKey.Base)
+	assert.Equal(t, 0, *n.APIKey.Steps)
+	assert.False(t, *n.APIKey.Hints)
+	assert.Equal(t, []string{"opencode-zen", "foo"}, n.EgressProviders)
+	assert.Equal(t, 16, n.MaxEntries)
+	*n.APIKey.Base, *n.APIKey.Steps, *n.APIKey.Hints = time.Second, 3, true
+	n.EgressProviders[0] = "changed"
+	assert.Equal(t, 48*time.Hour, base, "the copy shares no pointer")
+	assert.Equal(t, -1, steps)
+	assert.False(t, hints)
+	assert.Equal(t, " OpenCode-Zen ", providers[0], "the copy shares no slice")
+}
+
+// A refused environment value is an *Error with CodeInvalidConfig, status
+// 400 and the variable in Field, matching ErrInvalidConfig; the default is
+// kept.
+func TestFromEnvRefusalIsInvalidConfigError(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{envEgress: " , ,"}))
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrInvalidConfig))
+	var ce *Error
+	require.True(t, errors.As(err, &ce))
+	assert.Equal(t, &Error{Code: CodeInvalidConfig, Status: 400, Field: "OMNIROUTE_EGRESS_IP_LOCK_PROVIDERS", Value: ", ,",
+		Reason: "names no provider", err: ErrInvalidConfig}, ce)
+	assert.Equal(t, `cooldown: invalid_config: OMNIROUTE_EGRESS_IP_LOCK_PROVIDERS=", ,": names no provider`, ce.Error())
+	assert.Equal(t, Config{}, c, "the default family is kept")
+}
+
+// Hints is a pointer: nil is the class default (APIKey on, OAuth off), and
+// a set value overrides it in either direction.
+func TestHintsNilMeansClassDefault(t *testing.T) {
+	hinted := Failure{Status: 429, Reason: "rate_limit_exceeded", RetryAfter: 17 * time.Second, Backoff: true}
+	for _, tt := range []struct {
+		name   string
+		p      Profile
+		class  routeguard.Class
+		want   time.Duration
+		hinted bool
+	}{
+		{"apikey default", Profile{}, routeguard.APIKey, 17 * time.Second, true},
+		{"apikey off", Profile{Hints: new(false)}, routeguard.APIKey, 3 * time.Second, false},
+		{"oauth default", Profile{}, routeguard.OAuth, 5 * time.Second, false},
+		{"oauth on", Profile{Hints: new(true)}, routeguard.OAuth, 17 * time.Second, true},
+	} {
+		tr := New(Config{APIKey: tt.p, OAuth: tt.p})
+		tr.RegisterAt("k", Options{Class: tt.class}, t0)
+		r := tr.FailAt("k", hinted, t0)
+		assert.Equal(t, tt.want, r.Cooldown, tt.name)
+		assert.Equal(t, tt.hinted, r.Hinted, tt.name)
+	}
+}
+
+// The credential class is routeguard.Class: OAuth takes the OAuth profile,
+// every other class (Unknown and Local included) the APIKey profile.
+func TestUnknownAndLocalClassUseAPIKeyProfile(t *testing.T) {
+	tr := New(Config{APIKey: Profile{Base: new(2 * time.Second)}, OAuth: Profile{Base: new(7 * time.Second)}})
+	for class, want := range map[routeguard.Class]time.Duration{
+		routeguard.Unknown: 2 * time.Second, routeguard.APIKey: 2 * time.Second,
+		routeguard.Local: 2 * time.Second, routeguard.OAuth: 7 * time.Second,
+	} {
+		conn := "k-" + class.String()
+		tr.RegisterAt(conn, Options{Class: class}, t0)
+		assert.Equal(t, want, tr.FailAt(conn, rateLimit, t0).Cooldown, "class %q", class)
+		assert.Equal(t, class, tr.SnapshotAt(t0)[0].Class)
+		tr.ForgetAt(conn, t0)
+	}
 }

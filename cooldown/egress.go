@@ -6,12 +6,10 @@ import (
 	"time"
 )
 
-// SeenEgress is shorthand for SeenEgressAt(conn, ip, time.Now()).
-func (t *Tracker) SeenEgress(conn, ip string) { t.SeenEgressAt(conn, ip, time.Now()) }
-
 // SeenEgressAt records that conn was used through the egress IP ip at now.
 // Only the last IP is kept; it counts for [Config.EgressWindow]. Repeated
-// sightings of the same IP refresh the record at most once a minute.
+// sightings of the same IP refresh the record at most once a minute. Only
+// connections of the egress family ([Config.EgressProviders]) need it.
 func (t *Tracker) SeenEgressAt(conn, ip string, now time.Time) {
 	if ip == "" {
 		return
@@ -19,29 +17,19 @@ func (t *Tracker) SeenEgressAt(conn, ip string, now time.Time) {
 	if e, ok := t.store.Load(conn); ok && e.EgressIP == ip && now.Sub(e.EgressSeen) < time.Minute {
 		return
 	}
-	t.store.Update(conn, func(e *Entry, _ bool) bool {
+	evicted := t.write(conn, now, func(e *Entry, _ bool) bool {
 		if e.EgressIP != ip || now.After(e.EgressSeen) {
 			e.EgressIP, e.EgressSeen = ip, now
 		}
 		return true
 	})
-	t.afterWrite(conn, now)
+	t.afterWrite(conn, now, evicted)
 }
 
-// InEgressFamily reports whether provider shares an egress-IP quota, that is,
+// inEgressFamily reports whether provider shares an egress-IP quota, that is,
 // whether it is in [Config.EgressProviders] and the lockout is enabled.
-func (t *Tracker) InEgressFamily(provider string) bool {
+func (t *Tracker) inEgressFamily(provider string) bool {
 	return !t.cfg.DisableEgressLock && provider != "" && containsFold(t.cfg.EgressProviders, provider)
-}
-
-// EgressApplies reports whether the failure f of conn triggers the egress-IP
-// family lockout: a 429 with reason "rate_limit_exceeded" or
-// "quota_exhausted", neither permanent nor credits exhausted, on a connection
-// of the family whose cooling is not disabled. The siblings are cooled only
-// when conn's egress IP is known within the window.
-func (t *Tracker) EgressApplies(conn string, f Failure) bool {
-	e, _ := t.store.Load(conn)
-	return !e.Options.DisableCooling && terminalOf(&e, f) == Available && t.egressApplies(e.Options.Provider, f)
 }
 
 func (t *Tracker) egressApplies(provider string, f Failure) bool {
@@ -51,51 +39,62 @@ func (t *Tracker) egressApplies(provider string, f Failure) bool {
 	if f.Reason != "rate_limit_exceeded" && f.Reason != "quota_exhausted" {
 		return false
 	}
-	return t.InEgressFamily(provider)
+	return t.inEgressFamily(provider)
 }
 
 // egressLock cools every sibling of conn's family seen on ip within the
-// window until until, and returns the siblings it cooled.
+// window until until, and returns the siblings it cooled. Each sibling's
+// event has Action Episode (Extended when it was cooling already) and
+// Source conn.
 func (t *Tracker) egressLock(conn, ip string, f Failure, until, now time.Time) []string {
 	var cands []string
 	t.store.Range(func(c string, e Entry) bool {
-		if c != conn && e.EgressIP == ip && within(e.EgressSeen, now, t.cfg.EgressWindow) && t.InEgressFamily(e.Options.Provider) {
+		if c != conn && e.EgressIP == ip && within(e.EgressSeen, now, t.cfg.EgressWindow) && t.inEgressFamily(e.Options.Provider) {
 			cands = append(cands, c)
 		}
 		return true
 	})
 	slices.Sort(cands)
 	var cooled []string
+	var evicted []Event
 	for _, c := range cands {
 		var (
 			ok       bool
 			from, to Status
 			provider string
 		)
-		t.store.Update(c, func(e *Entry, found bool) bool {
+		evicted = append(evicted, t.write(c, now, func(e *Entry, found bool) bool {
 			if !found {
 				return false
 			}
-			from = e.StatusAt(now)
+			from = e.status(now)
 			provider = e.Options.Provider
-			if e.EgressIP != ip || !within(e.EgressSeen, now, t.cfg.EgressWindow) || !t.InEgressFamily(provider) ||
-				e.Options.DisableCooling || from.Terminal() || !e.Until.Before(until) {
+			if e.EgressIP != ip || !within(e.EgressSeen, now, t.cfg.EgressWindow) || !t.inEgressFamily(provider) ||
+				e.Options.DisableCooling || from.State.Terminal() || !e.Until.Before(until) {
 				return true
 			}
 			e.State, e.Until = Available, until
 			e.Reason, e.ErrorStatus, e.ErrorCode, e.LastErrorAt = f.Reason, 429, f.Code, now
-			e.LastError = truncate("Shared egress IP quota exhausted ("+strings.ToLower(provider)+")", MaxMessage)
-			to = e.StatusAt(now)
+			e.LastError = truncate("Shared egress IP quota exhausted ("+strings.ToLower(provider)+")", maxMessage)
+			to = e.status(now)
 			ok = true
 			return true
-		})
+		})...)
 		if ok {
 			cooled = append(cooled, c)
-			t.emit(Event{Conn: c, Provider: provider, Cause: CauseEgress, From: from, To: to, At: now})
+			a := Episode
+			if from.State == Cooling {
+				a = Extended
+			}
+			ev := event(c, provider, a, from.State, to, now)
+			ev.Source = conn
+			t.emit(ev)
 		}
 	}
 	if len(cooled) > 0 {
-		t.afterWrite(conn, now)
+		t.afterWrite(conn, now, evicted)
+	} else {
+		t.emitAll(evicted)
 	}
 	return cooled
 }

@@ -14,12 +14,21 @@ func egressFixture(cfg Config) *Tracker {
 	tr := New(cfg)
 	seen := t0.Add(-time.Hour)
 	for _, c := range []string{"C", "S1", "S2"} {
-		tr.Register(c, Options{Provider: "opencode-go"})
+		tr.RegisterAt(c, Options{Provider: "opencode-go"}, t0)
 		tr.SeenEgressAt(c, "1.2.3.4", seen)
 	}
-	tr.Register("O", Options{Provider: "openai"})
+	tr.RegisterAt("O", Options{Provider: "openai"}, t0)
 	tr.SeenEgressAt("O", "1.2.3.4", seen)
 	return tr
+}
+
+// egressAppliesTo reports whether the failure f of conn triggers the
+// egress-IP family lockout: a 429 with reason "rate_limit_exceeded" or
+// "quota_exhausted", neither permanent nor credits exhausted, on a connection
+// of the family whose cooling is not disabled.
+func egressAppliesTo(tr *Tracker, conn string, f Failure) bool {
+	e, _ := tr.store.Load(conn)
+	return !e.Options.DisableCooling && terminalOf(&e, f) == Available && tr.egressApplies(e.Options.Provider, f)
 }
 
 var egressLimit = Failure{Status: 429, Reason: "rate_limit_exceeded", Message: "rate limit reached", Cooldown: 3 * time.Second}
@@ -28,7 +37,7 @@ var egressLimit = Failure{Status: 429, Reason: "rate_limit_exceeded", Message: "
 func TestEgressFamilyLock(t *testing.T) {
 	var events []Event
 	tr := egressFixture(Config{OnChange: func(e Event) { events = append(events, e) }})
-	assert.True(t, tr.EgressApplies("C", egressLimit))
+	assert.True(t, egressAppliesTo(tr, "C", egressLimit))
 	r := tr.FailAt("C", egressLimit, t0)
 	assert.Equal(t, Episode, r.Action)
 	assert.Equal(t, 3*time.Second, r.Cooldown)
@@ -37,7 +46,7 @@ func TestEgressFamilyLock(t *testing.T) {
 	for _, c := range []string{"C", "S1", "S2"} {
 		assert.Equal(t, want, tr.StatusAt(c, t0), c)
 	}
-	assert.True(t, tr.StatusAt("O", t0).Available(), "another provider on the same IP is not cooled")
+	assert.True(t, tr.StatusAt("O", t0).State == Available, "another provider on the same IP is not cooled")
 	for _, i := range tr.SnapshotAt(t0) {
 		if i.Conn != "O" {
 			assert.Equal(t, 429, i.ErrorStatus, i.Conn)
@@ -45,8 +54,11 @@ func TestEgressFamilyLock(t *testing.T) {
 		}
 	}
 	require.Len(t, events, 3)
-	assert.Equal(t, CauseFailure, events[0].Cause)
-	assert.Equal(t, Event{Conn: "S1", Provider: "opencode-go", Cause: CauseEgress, From: Status{}, To: want, At: t0}, events[1])
+	assert.Equal(t, Event{Conn: "C", Provider: "opencode-go", At: t0, Action: Episode, State: Cooling, Until: want.Until,
+		Reason: want.Reason, From: Available}, events[0])
+	assert.Equal(t, Event{Conn: "S1", Provider: "opencode-go", At: t0, Action: Episode, State: Cooling, Until: want.Until,
+		Reason: want.Reason, From: Available, Source: "C"}, events[1])
+	assert.Equal(t, "C", events[2].Source)
 }
 
 // The family cooldown defaults to 2 min when the failure yields none.
@@ -65,7 +77,7 @@ func TestEgressUnknownIP(t *testing.T) {
 	r := tr.FailAt("C", egressLimit, later)
 	assert.Equal(t, Episode, r.Action)
 	assert.Empty(t, r.Egress)
-	assert.True(t, tr.StatusAt("S1", later).Available())
+	assert.True(t, tr.StatusAt("S1", later).State == Available)
 
 	// A sibling seen more than 24 h ago is not cooled either.
 	tr = egressFixture(Config{})
@@ -83,11 +95,11 @@ func TestEgressAuthFailures(t *testing.T) {
 
 	tr = egressFixture(Config{})
 	f := Failure{Status: 403, Reason: "request_rejected", Message: "request rejected"}
-	assert.False(t, tr.EgressApplies("C", f))
+	assert.False(t, egressAppliesTo(tr, "C", f))
 	r = tr.FailAt("C", f, t0)
 	assert.Equal(t, Recorded, r.Action)
-	assert.True(t, tr.StatusAt("C", t0).Available())
-	assert.True(t, tr.StatusAt("S1", t0).Available())
+	assert.True(t, tr.StatusAt("C", t0).State == Available)
+	assert.True(t, tr.StatusAt("S1", t0).State == Available)
 
 	for _, f := range []Failure{
 		{Status: 429, Reason: "rate_limit_exceeded", Permanent: true},
@@ -95,7 +107,7 @@ func TestEgressAuthFailures(t *testing.T) {
 		{Status: 429, Reason: "server_error", Backoff: true},
 		{Status: 503, Reason: "rate_limit_exceeded", Backoff: true},
 	} {
-		assert.False(t, egressFixture(Config{}).EgressApplies("C", f), "%+v", f)
+		assert.False(t, egressAppliesTo(egressFixture(Config{}), "C", f), "%+v", f)
 	}
 }
 
@@ -104,27 +116,27 @@ func TestEgressDisabled(t *testing.T) {
 	tr := egressFixture(Config{DisableEgressLock: true})
 	r := tr.FailAt("C", egressLimit, t0)
 	assert.Empty(t, r.Egress)
-	assert.True(t, tr.StatusAt("S1", t0).Available())
+	assert.True(t, tr.StatusAt("S1", t0).State == Available)
 }
 
 // M6.3 scenario 6: disableCooling on C skips the branch.
 func TestEgressDisableCooling(t *testing.T) {
 	tr := egressFixture(Config{})
-	tr.Register("C", Options{Provider: "opencode-go", DisableCooling: true})
-	assert.False(t, tr.EgressApplies("C", egressLimit))
+	tr.RegisterAt("C", Options{Provider: "opencode-go", DisableCooling: true}, t0)
+	assert.False(t, egressAppliesTo(tr, "C", egressLimit))
 	r := tr.FailAt("C", egressLimit, t0)
 	assert.Equal(t, Recorded, r.Action)
 	assert.Empty(t, r.Egress)
-	assert.True(t, tr.StatusAt("S1", t0).Available())
+	assert.True(t, tr.StatusAt("S1", t0).State == Available)
 }
 
 // Siblings: a longer cooldown is never shortened, a shorter one is extended,
 // a terminal sibling is never touched, and no terminal state is set.
 func TestEgressSiblings(t *testing.T) {
 	tr := egressFixture(Config{})
-	tr.Register("S3", Options{Provider: "opencode-cli"})
+	tr.RegisterAt("S3", Options{Provider: "opencode-cli"}, t0)
 	tr.SeenEgressAt("S3", "1.2.3.4", t0)
-	tr.Register("S4", Options{Provider: "opencode-go"})
+	tr.RegisterAt("S4", Options{Provider: "opencode-go"}, t0)
 	tr.SeenEgressAt("S4", "5.6.7.8", t0)
 
 	tr.FailAt("S1", Failure{Status: 503, Reason: "server_error", Cooldown: time.Hour}, t0)
@@ -138,17 +150,23 @@ func TestEgressSiblings(t *testing.T) {
 	assert.Equal(t, t0.Add(time.Hour), tr.StatusAt("S1", t0).Until, "never shortened")
 	assert.Equal(t, Banned, tr.StatusAt("S2", t0).State, "terminal untouched")
 	assert.Equal(t, t0.Add(4*time.Second), tr.StatusAt("S3", t0.Add(time.Second)).Until, "extended")
-	assert.True(t, tr.StatusAt("S4", t0).Available(), "another IP")
+	assert.True(t, tr.StatusAt("S4", t0).State == Available, "another IP")
 
 	// A sibling whose cooling is disabled is never cooled.
 	tr = egressFixture(Config{})
 	tr.RegisterAt("S1", Options{Provider: "opencode-go", DisableCooling: true}, t0)
 	r = tr.FailAt("C", egressLimit, t0)
 	assert.Equal(t, []string{"S2"}, r.Egress)
-	assert.True(t, tr.StatusAt("S1", t0).Available())
+	assert.True(t, tr.StatusAt("S1", t0).State == Available)
 
-	// A cooling C absorbs further failures: no second round.
-	r = tr.FailAt("C", egressLimit, t0.Add(2*time.Second))
+	// A cooling C absorbs further failures that end no later: no second
+	// round. (A later end extends the family: TestEgressExtension.)
+	shorter := egressLimit
+	shorter.Cooldown = time.Second
+	r = tr.FailAt("C", shorter, t0.Add(2*time.Second))
+	assert.Equal(t, Absorbed, r.Action)
+	assert.Empty(t, r.Egress)
+	r = tr.FailAt("C", Failure{Status: 429, Reason: "rate_limit_exceeded", Backoff: true}, t0.Add(2*time.Second))
 	assert.Equal(t, Absorbed, r.Action)
 	assert.Empty(t, r.Egress)
 }

@@ -18,7 +18,7 @@ const (
 // idle reports whether e carries no information at now, so that dropping
 // it changes nothing a caller can observe besides its error history.
 func (t *Tracker) idle(e *Entry, now time.Time) bool {
-	if e.Options != (Options{}) || e.Level != 0 || e.StatusAt(now).State != Available {
+	if e.Options != (Options{}) || e.Level != 0 || e.status(now).State != Available {
 		return false
 	}
 	if now.Before(e.StreakUntil) || (e.Streak > 0 && now.Sub(e.StreakLast) < t.cfg.RequestRejectedMemory) {
@@ -27,10 +27,43 @@ func (t *Tracker) idle(e *Entry, now time.Time) bool {
 	return !within(e.EgressSeen, now, t.cfg.EgressWindow)
 }
 
-// afterWrite prunes idle entries every so many writes (amortised O(1) per
-// write) and enforces the entry cap. conn is the connection just written;
-// the cap never evicts it.
-func (t *Tracker) afterWrite(conn string, now time.Time) {
+// idleAt returns the time from which e is idle (see [Tracker.idle]) if
+// nothing is written to it, as a heap key, and false when e never becomes
+// idle by itself (it has Options, a level or an untimed terminal state).
+func (t *Tracker) idleAt(e *Entry) (int64, bool) {
+	if e.Options != (Options{}) || e.Level != 0 || e.State == Banned || e.State == Expired ||
+		(e.State == CreditsExhausted && e.Until.IsZero()) {
+		return 0, false
+	}
+	at := max(stamp(e.Until), stamp(e.StreakUntil))
+	if e.Streak > 0 {
+		at = max(at, stamp(e.StreakLast.Add(t.cfg.RequestRejectedMemory)))
+	}
+	if !e.EgressSeen.IsZero() {
+		at = max(at, stamp(e.EgressSeen.Add(t.cfg.EgressWindow)))
+	}
+	return at, true
+}
+
+// afterWrite hands on evicted, the events of the entries the write dropped
+// to keep the caps, and prunes idle entries every so many writes. conn is
+// the connection just written. With the in-memory store the caps were kept
+// by the write itself and a prune visits only the entries it drops; with
+// another store that can sweep, the cap is kept here, by sweeps (amortised
+// O(1) per write), which never evict conn. Every entry dropped is reported
+// to OnChange once the sweep is over.
+func (t *Tracker) afterWrite(conn string, now time.Time, evicted []Event) {
+	t.emitAll(evicted)
+	if t.mem != nil {
+		if n := t.sinceSweep.Add(1); n < max(minSweepInterval, int64(t.mem.Len())) || !t.sweeping.CompareAndSwap(false, true) {
+			return
+		}
+		t.sinceSweep.Store(0)
+		gone := t.mem.pruneIdle(now)
+		t.sweeping.Store(false)
+		t.emitAll(gone)
+		return
+	}
 	if t.sweeper == nil {
 		return
 	}
@@ -43,28 +76,39 @@ func (t *Tracker) afterWrite(conn string, now time.Time) {
 	if !t.sweeping.CompareAndSwap(false, true) {
 		return
 	}
-	defer t.sweeping.Store(false)
 	t.sinceSweep.Store(0)
-	t.sweep(now, conn)
+	gone := t.sweep(now, conn)
+	t.sweeping.Store(false)
+	for _, ev := range gone {
+		t.emit(ev)
+	}
 }
 
 // sweep drops idle entries and, when the store is still over the cap,
 // evicts available entries, then the cooling entries that end first.
 // Terminal entries are never evicted, nor is keep, the connection whose
-// write caused the sweep: that write has just reported its state.
-func (t *Tracker) sweep(now time.Time, keep string) {
-	t.sweeper.Sweep(func(_ string, e *Entry) bool { return t.idle(e, now) })
+// write caused the sweep: that write has just reported its state. It returns
+// the events of the entries it dropped when OnChange is set.
+func (t *Tracker) sweep(now time.Time, keep string) (gone []Event) {
+	// note records a dropped entry; drop callbacks run one at a time.
+	note := func(conn string, e *Entry) bool {
+		if t.cfg.OnChange != nil {
+			gone = append(gone, dropped(conn, e.Options.Provider, e.status(now).State, now))
+		}
+		return true
+	}
+	t.sweeper.Sweep(func(conn string, e *Entry) bool { return t.idle(e, now) && note(conn, e) })
 	over := t.sweeper.Len() - t.cfg.MaxEntries
 	if over <= 0 {
-		return
+		return gone
 	}
 	t.sweeper.Sweep(func(conn string, e *Entry) bool {
-		return e.State == Available && !now.Before(e.Until) && conn != keep
+		return e.State == Available && !now.Before(e.Until) && conn != keep && note(conn, e)
 	})
 	// Leave a tenth of the cap free so the next writes do not sweep again.
 	over = t.sweeper.Len() - t.cfg.MaxEntries*9/10
 	if over <= 0 {
-		return
+		return gone
 	}
 	var ends []time.Time
 	t.sweeper.Sweep(func(conn string, e *Entry) bool {
@@ -74,7 +118,7 @@ func (t *Tracker) sweep(now time.Time, keep string) {
 		return false
 	})
 	if len(ends) == 0 {
-		return
+		return gone
 	}
 	slices.SortFunc(ends, func(a, b time.Time) int { return a.Compare(b) })
 	over = min(over, len(ends))
@@ -85,6 +129,7 @@ func (t *Tracker) sweep(now time.Time, keep string) {
 			return false
 		}
 		over--
-		return true
+		return note(conn, e)
 	})
+	return gone
 }

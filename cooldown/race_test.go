@@ -22,7 +22,6 @@ func TestConcurrentUse(t *testing.T) {
 			tr.RegisterAt(family, Options{Provider: "opencode-go"}, t0)
 			tr.FailAt(banned, Failure{Status: 403, Reason: "auth_error", Permanent: true}, t0)
 			cands := []string{"k-" + id, family, banned, "family-0"}
-			dst := make([]string, 0, len(cands))
 			now := t0
 			for i := range rounds {
 				now = now.Add(time.Second)
@@ -35,13 +34,13 @@ func TestConcurrentUse(t *testing.T) {
 				case 2:
 					tr.FailAt(family, egressLimit, now)
 				case 3:
-					tr.SelectAt(dst, cands, now)
+					_ = tr.CheckAt(c, now)
 				case 4:
 					tr.SucceedAt(c, now)
 				case 5:
 					tr.ClearAt(Selector{IDs: []string{c}}, now)
 				case 6:
-					tr.UnavailableAt(now)
+					tr.SnapshotAt(now)
 				}
 				if s := tr.StatusAt(banned, now); s.State != Banned {
 					t.Errorf("%s: %v after %d rounds", banned, s, i)

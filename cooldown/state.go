@@ -3,6 +3,8 @@ package cooldown
 import (
 	"fmt"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
 // State is what a connection may be used for at one instant.
@@ -51,12 +53,6 @@ type Status struct {
 	Level int
 }
 
-// Available reports whether the connection may be used.
-func (s Status) Available() bool { return s.State == Available }
-
-// Terminal reports whether the connection is in a terminal state.
-func (s Status) Terminal() bool { return s.State.Terminal() }
-
 // String renders the status for logs, for example "available (level 1)"
 // or "cooling until 2026-03-01T12:00:03Z (rate_limit_exceeded, level 1)".
 func (s Status) String() string {
@@ -91,7 +87,9 @@ func (s Status) Wait(now time.Time) time.Duration {
 // a terminal flag (no cooldown); RetryAfter when the connection's profile
 // honours hints; Cooldown; the profile's backoff when Backoff is set; the
 // profile's base cooldown when Base is set; else no cooldown (the error is
-// only recorded).
+// only recorded). On a connection that is already cooling, only the first
+// two (the explicit cooldowns) count, and only to extend the episode when
+// they end later (see [Tracker.FailAt]).
 type Failure struct {
 	// Status is the HTTP status, after any restatement.
 	Status int
@@ -101,7 +99,7 @@ type Failure struct {
 	// Code is an optional error code to record (for example a provider's
 	// error code string).
 	Code string
-	// Message is the error text; its first [MaxMessage] bytes are recorded.
+	// Message is the error text; its first 100 bytes are recorded.
 	Message string
 
 	// RetryAfter is the upstream retry hint, if any (> 0). It decides the
@@ -138,28 +136,50 @@ type Failure struct {
 	RequestRejected bool
 }
 
-// MaxMessage is the number of bytes of [Failure.Message] that are recorded.
-const MaxMessage = 100
+// maxMessage is the number of bytes of [Failure.Message] that are recorded.
+const maxMessage = 100
 
-// Action is what a failure did to a connection.
+// Action is what happened to a connection: what a failure did to it (in
+// [Result] and [Event]), or what else changed it (in [Event]).
 type Action uint8
 
 const (
-	// Recorded means the error fields were written but no cooldown began
-	// (no cooldown length, or cooling disabled for the connection).
+	// Recorded means a failure's error fields were written but no
+	// cooldown began (no cooldown length, or cooling disabled for the
+	// connection); the backoff level may have risen.
 	Recorded Action = iota
 	// Episode means a new cooldown episode began.
 	Episode
-	// Absorbed means the connection was already cooling or terminal and
-	// nothing changed.
+	// Absorbed means the connection was already cooling (and the failure
+	// did not extend the cooldown) or terminal, and nothing changed. No
+	// [Event] reports it.
 	Absorbed
 	// Terminated means the connection entered a terminal state.
 	Terminated
+	// Extended means the connection was cooling and the failure's explicit
+	// cooldown (retry hint or fixed cooldown) ends later, so the episode
+	// now ends there; the backoff level is unchanged.
+	Extended
+	// Succeeded means a success cleared the connection's error state
+	// ([Tracker.SucceedAt]).
+	Succeeded
+	// Cleared means [Tracker.ClearAt] lifted the connection's cooldown.
+	Cleared
+	// Reset means [Tracker.ResetAt] cleared every state of the connection,
+	// terminal states included.
+	Reset
+	// Dropped means the Tracker dropped the connection's entry:
+	// [Tracker.ForgetAt], [Tracker.RegisterAt] with zero Options on an
+	// entry that carries nothing else, the pruning of such an entry, or
+	// the eviction of one to keep [Config.MaxEntries] or
+	// [Config.MaxTerminal] (From then says the state it was in).
+	Dropped
 )
 
-var actionNames = [...]string{"recorded", "episode", "absorbed", "terminated"}
+var actionNames = [...]string{"recorded", "episode", "absorbed", "terminated", "extended", "succeeded", "cleared", "reset", "dropped"}
 
-// String returns the action's name.
+// String returns the action's name: "recorded", "episode", "absorbed",
+// "terminated", "extended", "succeeded", "cleared", "reset" or "dropped".
 func (a Action) String() string {
 	if int(a) < len(actionNames) {
 		return actionNames[a]
@@ -173,10 +193,12 @@ type Result struct {
 	Action Action
 	// Status is the connection's status after the failure.
 	Status Status
-	// Cooldown is the length of the new episode (Episode), or the time left
-	// of the current one (Absorbed while cooling); zero otherwise.
+	// Cooldown is the length of the new episode (Episode), the time left of
+	// the extended one (Extended), or the time left of the current one
+	// (Absorbed while cooling); zero otherwise.
 	Cooldown time.Duration
-	// Hinted reports that the episode's length came from the retry hint.
+	// Hinted reports that the episode's length (or its extension) came
+	// from the retry hint.
 	Hinted bool
 	// Streak is the request-rejected streak after the failure (0 when the
 	// failure was not a refusal or the streak ended in a ban).
@@ -187,13 +209,14 @@ type Result struct {
 }
 
 // Options are the per-connection settings and tags, set with
-// [Tracker.Register].
+// [Tracker.RegisterAt].
 type Options struct {
 	// Provider tags the connection with its provider; it is needed by the
 	// egress-IP family lockout and by provider-wide clearing.
 	Provider string
-	// Class selects the cooldown profile.
-	Class Class
+	// Class selects the cooldown profile: [routeguard.OAuth] the OAuth
+	// profile, every other class (Unknown included) the APIKey profile.
+	Class routeguard.Class
 	// DisableCooling records errors without ever starting a cooldown;
 	// terminal states still apply.
 	DisableCooling bool
@@ -204,7 +227,8 @@ type Options struct {
 
 // Entry is the stored state of one connection. It is exported for [Store]
 // implementations; callers read state with [Tracker.StatusAt] and
-// [Tracker.SnapshotAt].
+// [Tracker.SnapshotAt]. The zero Entry is a connection that is available at
+// level 0.
 type Entry struct {
 	// Options are the connection's settings.
 	Options Options
@@ -243,8 +267,8 @@ type Entry struct {
 	EgressSeen time.Time
 }
 
-// StatusAt derives the connection's status at now.
-func (e *Entry) StatusAt(now time.Time) Status {
+// status derives the connection's status at now.
+func (e *Entry) status(now time.Time) Status {
 	var s Status
 	e.statusInto(now, &s)
 	return s
@@ -277,7 +301,7 @@ type Info struct {
 	Conn string
 	// Provider and Class are the connection's tags.
 	Provider string
-	Class    Class
+	Class    routeguard.Class
 	// Status is the connection's status at the snapshot time.
 	Status Status
 	// LastError, Reason, ErrorStatus, ErrorCode and LastErrorAt describe
@@ -295,41 +319,39 @@ type Info struct {
 	EgressIP string
 }
 
-// Cause names what changed a connection's status in an [Event].
-type Cause uint8
-
-const (
-	// CauseFailure is a failure reported with FailAt.
-	CauseFailure Cause = iota
-	// CauseEgress is the egress-IP family lockout of a sibling.
-	CauseEgress
-	// CauseSuccess is a success reported with SucceedAt.
-	CauseSuccess
-	// CauseClear is an explicit Clear.
-	CauseClear
-	// CauseReset is an explicit Reset.
-	CauseReset
-)
-
-var causeNames = [...]string{"failure", "egress", "success", "clear", "reset"}
-
-// String returns the cause's name.
-func (c Cause) String() string {
-	if int(c) < len(causeNames) {
-		return causeNames[c]
-	}
-	return "unknown"
-}
-
-// Event reports a change of one connection's status to [Config.OnChange].
+// Event reports one change of a connection to [Config.OnChange]: a change
+// of its status, or the removal of its entry. It carries the state after the
+// change, so that a store kept beside the Tracker can follow it without
+// reading back.
 type Event struct {
-	// Conn is the connection whose status changed, and Provider its tag.
+	// Conn is the connection, Provider its tag.
 	Conn     string
 	Provider string
-	// Cause is what changed it.
-	Cause Cause
-	// From and To are the statuses before and after the change.
-	From, To Status
-	// At is the time of the change.
+	// At is the time of the change: the now given to the call that made
+	// it.
 	At time.Time
+	// Action is what changed the connection.
+	Action Action
+	// State, Until, Reason and Level are the connection's status after the
+	// change, as [Tracker.StatusAt] reports it at At; Until is zero when
+	// the state is untimed.
+	State  State
+	Until  time.Time
+	Reason string
+	Level  int
+	// From is the connection's state before the change.
+	From State
+	// Source is, for a sibling cooled by the egress-IP family lockout, the
+	// connection whose failure cooled it; empty otherwise.
+	Source string
+	// Removed reports that the connection's entry is gone (see [Dropped];
+	// a success, clear or reset that leaves nothing to keep removes it
+	// too). The status after a removal is available at level 0.
+	Removed bool
+}
+
+// event returns the event of a change of conn to the status to.
+func event(conn, provider string, a Action, from State, to Status, now time.Time) Event {
+	return Event{Conn: conn, Provider: provider, At: now, Action: a,
+		State: to.State, Until: to.Until, Reason: to.Reason, Level: to.Level, From: from}
 }

@@ -6,64 +6,87 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
 // Tracker keeps the cooldown and terminal state of every connection it has
 // heard of. A connection it has never heard of is available.
 //
-// Most callers use three methods: [Tracker.StatusAt] (or
-// [Tracker.SelectAt] for a list of candidates) before dispatch, then
-// [Tracker.FailAt] or [Tracker.SucceedAt] with the outcome. [Tracker.Register]
-// tags a connection with its provider and settings.
+// Most callers use three methods: [Tracker.StatusAt] before dispatch, then
+// [Tracker.FailAt] or [Tracker.SucceedAt] with the outcome.
+// [Tracker.RegisterAt] tags a connection with its provider and settings.
 //
 // A Tracker is safe for concurrent use by multiple goroutines. Its zero value
 // is not usable; create one with [New].
 type Tracker struct {
 	cfg     Config
+	oauth   shape // cfg.OAuth as values
+	apikey  shape // cfg.APIKey as values
 	store   Store
 	sweeper Sweeper      // nil when the store cannot sweep
-	mem     *MemoryStore // the store when it is a MemoryStore, for the hot path
+	mem     *memoryStore // the store when it is the in-memory one, for the hot path
 
 	sinceSweep atomic.Int64
 	sweeping   atomic.Bool
 }
 
-// New returns a Tracker configured by cfg, normalized first.
+// New returns a Tracker configured by cfg.Normalize().
 func New(cfg Config) *Tracker {
-	cfg.Normalize()
-	t := &Tracker{cfg: cfg, store: cfg.Store}
+	cfg = cfg.Normalize()
+	t := &Tracker{cfg: cfg, store: cfg.Store,
+		oauth: shapeOf(cfg.OAuth, routeguard.OAuth), apikey: shapeOf(cfg.APIKey, routeguard.APIKey)}
 	if t.store == nil {
 		t.store = NewMemoryStore()
 	}
 	t.sweeper, _ = t.store.(Sweeper)
-	t.mem, _ = t.store.(*MemoryStore)
+	if t.mem, _ = t.store.(*memoryStore); t.mem != nil {
+		t.mem.attach(t)
+	}
 	return t
 }
 
-// Config returns the Tracker's normalized configuration.
-func (t *Tracker) Config() Config {
-	c := t.cfg
-	c.EgressProviders = slices.Clone(c.EgressProviders)
-	return c
-}
-
-// Register is shorthand for RegisterAt(conn, o, time.Now()).
-func (t *Tracker) Register(conn string, o Options) { t.RegisterAt(conn, o, time.Now()) }
-
 // RegisterAt sets conn's tags and settings at now, keeping its state. With
 // zero Options, an entry that carries no other information at now is
-// dropped.
+// dropped (an [Event] with Action [Dropped] reports it).
 func (t *Tracker) RegisterAt(conn string, o Options, now time.Time) {
-	t.store.Update(conn, func(e *Entry, _ bool) bool {
+	var (
+		found, kept bool
+		from        State
+		provider    string
+	)
+	evicted := t.write(conn, now, func(e *Entry, ok bool) bool {
+		found, from, provider = ok, e.status(now).State, e.Options.Provider
 		e.Options = o
-		return !t.idle(e, now)
+		kept = !t.idle(e, now)
+		return kept
 	})
-	t.afterWrite(conn, now)
+	if found && !kept {
+		t.emit(dropped(conn, provider, from, now))
+	}
+	t.afterWrite(conn, now, evicted)
 }
 
-// Forget drops everything known about conn, its tags included.
-func (t *Tracker) Forget(conn string) {
-	t.store.Update(conn, func(*Entry, bool) bool { return false })
+// ForgetAt drops, at now, everything known about conn, its tags included.
+func (t *Tracker) ForgetAt(conn string, now time.Time) {
+	var (
+		found    bool
+		from     State
+		provider string
+	)
+	evicted := t.write(conn, now, func(e *Entry, ok bool) bool {
+		found, from, provider = ok, e.status(now).State, e.Options.Provider
+		return false
+	})
+	if found {
+		t.emit(dropped(conn, provider, from, now))
+	}
+	t.emitAll(evicted)
+}
+
+// dropped returns the event of the removal of conn's entry.
+func dropped(conn, provider string, from State, now time.Time) Event {
+	return Event{Conn: conn, Provider: provider, At: now, Action: Dropped, From: from, Removed: true}
 }
 
 // Status is shorthand for StatusAt(conn, time.Now()).
@@ -88,33 +111,38 @@ func (t *Tracker) statusInto(conn string, now time.Time, s *Status) {
 	}
 }
 
-// Check is shorthand for CheckAt(conn, time.Now()).
-func (t *Tracker) Check(conn string) error { return t.CheckAt(conn, time.Now()) }
-
-// CheckAt returns nil when conn is available at now, and an [*Error]
-// matching [ErrCooling] or [ErrUnavailable] otherwise.
+// CheckAt returns nil when conn is available at now, and otherwise an
+// [*Error] with [CodeCooling] (status 429) for a cooling connection or
+// [CodeUnavailable] (status 503) for a terminal one, matching [ErrCooling]
+// or [ErrUnavailable]. It does not allocate when conn is available (with
+// the in-memory store).
 func (t *Tracker) CheckAt(conn string, now time.Time) error {
-	if s := t.StatusAt(conn, now); !s.Available() {
-		return &Error{Conn: conn, Status: s}
+	if s := t.StatusAt(conn, now); s.State != Available {
+		return refusal(conn, s, now)
 	}
 	return nil
 }
 
-// Fail is shorthand for FailAt(conn, f, time.Now()).
-func (t *Tracker) Fail(conn string, f Failure) Result { return t.FailAt(conn, f, time.Now()) }
-
 // FailAt records the failure f of conn at now and returns what it did.
 //
 // A terminal connection absorbs every failure. A terminal verdict (ban,
-// credits exhausted, expired) applies even while the connection is cooling;
-// any other failure on a cooling connection is absorbed, so concurrent
-// failures start one episode. Otherwise the error is recorded and, when the
-// failure yields a cooldown and cooling is not disabled for the connection,
-// a new episode begins. See [Failure] for how the length is chosen.
+// credits exhausted, expired) applies even while the connection is cooling.
+// Any other failure on a cooling connection never shortens the cooldown and
+// never raises the backoff level, so concurrent failures make one episode:
+// it is absorbed, unless it carries an explicit cooldown (the retry hint,
+// when the profile honours hints, else a fixed [Failure.Cooldown]) that
+// ends later than the current one. Then the episode is extended to that
+// end, bounded by [Config.MaxHint], the error is recorded, the level stays,
+// and the result's Action is [Extended]; OnChange reports the new end. A
+// request-rejected refusal never extends. Otherwise the error is recorded
+// and, when the failure yields a cooldown and cooling is not disabled for
+// the connection, a new episode begins. See [Failure] for how the length is
+// chosen.
 func (t *Tracker) FailAt(conn string, f Failure, now time.Time) Result {
 	// Fast path: a failure that will be absorbed needs no write.
 	if e, ok := t.store.Load(conn); ok {
-		if from := e.StatusAt(now); from.Terminal() || (from.State == Cooling && terminalOf(&e, f) == Available) {
+		if from := e.status(now); from.State.Terminal() || (from.State == Cooling && terminalOf(&e, f) == Available &&
+			!t.extendsLater(&e, f, from.Until, now)) {
 			r := Result{Action: Absorbed, Status: from}
 			if from.State == Cooling {
 				r.Cooldown, r.Streak = from.Until.Sub(now), e.Streak
@@ -123,23 +151,28 @@ func (t *Tracker) FailAt(conn string, f Failure, now time.Time) Result {
 		}
 	}
 	var (
-		res      Result
-		from     Status
-		provider string
-		egressIP string
+		res         Result
+		from        Status
+		provider    string
+		egressIP    string
+		found, kept bool
 	)
-	t.store.Update(conn, func(e *Entry, _ bool) bool {
-		from = e.StatusAt(now)
+	evicted := t.write(conn, now, func(e *Entry, ok bool) bool {
+		found = ok
+		from = e.status(now)
 		provider = e.Options.Provider
 		if t.fail(e, f, now, from, &res) && within(e.EgressSeen, now, t.cfg.EgressWindow) {
 			egressIP = e.EgressIP
 		}
-		return !t.idle(e, now)
+		kept = !t.idle(e, now)
+		return kept
 	})
-	t.afterWrite(conn, now)
-	if !sameStatus(from, res.Status) {
-		t.emit(Event{Conn: conn, Provider: provider, Cause: CauseFailure, From: from, To: res.Status, At: now})
+	if removed := found && !kept; removed || !sameStatus(from, res.Status) {
+		ev := event(conn, provider, res.Action, from.State, res.Status, now)
+		ev.Removed = removed
+		t.emit(ev)
 	}
+	t.afterWrite(conn, now, evicted)
 	if egressIP != "" {
 		res.Egress = t.egressLock(conn, egressIP, f, res.Status.Until, now)
 	}
@@ -150,19 +183,33 @@ func (t *Tracker) FailAt(conn string, f Failure, now time.Time) Result {
 // lockout must run.
 func (t *Tracker) fail(e *Entry, f Failure, now time.Time, from Status, res *Result) (egress bool) {
 	res.Status = from
-	if from.Terminal() {
+	if from.State.Terminal() {
 		res.Action = Absorbed
 		return false
 	}
 	term := terminalOf(e, f)
 	if term == Available && from.State == Cooling {
+		if end, d, hinted, later := t.extends(e, f, from.Until, now); later {
+			// D13: an explicit upstream cooldown that ends later extends
+			// the episode; the level stays, as for any absorbed failure.
+			e.Reason, e.ErrorStatus, e.ErrorCode, e.LastErrorAt = f.Reason, f.Status, f.Code, now
+			e.LastError = truncate(f.Message, maxMessage)
+			egress = t.egressApplies(e.Options.Provider, f)
+			if egress {
+				e.LastError = truncate("Shared egress IP quota exhausted ("+strings.ToLower(e.Options.Provider)+")", maxMessage)
+			}
+			e.Until = end
+			res.Action, res.Cooldown, res.Hinted, res.Streak = Extended, d, hinted, e.Streak
+			res.Status = e.status(now)
+			return egress
+		}
 		res.Action = Absorbed
 		res.Cooldown = from.Until.Sub(now)
 		res.Streak = e.Streak
 		return false
 	}
 	var d time.Duration
-	level := min(e.Level, t.profile(e.Options.Class).Steps)
+	level := min(e.Level, t.profile(e.Options.Class).steps)
 	msg := f.Message
 	if term == Available && f.RequestRejected {
 		if now.Before(e.StreakUntil) {
@@ -194,7 +241,7 @@ func (t *Tracker) fail(e *Entry, f Failure, now time.Time, from Status, res *Res
 	}
 
 	e.Reason, e.ErrorStatus, e.ErrorCode, e.LastErrorAt = f.Reason, f.Status, f.Code, now
-	e.LastError = truncate(msg, MaxMessage)
+	e.LastError = truncate(msg, maxMessage)
 
 	if term != Available {
 		e.State, e.TerminalAt = term, now
@@ -207,7 +254,7 @@ func (t *Tracker) fail(e *Entry, f Failure, now time.Time, from Status, res *Res
 		}
 		e.Rechecks, e.LastRecheck = 0, time.Time{}
 		res.Action = Terminated
-		res.Status = e.StatusAt(now)
+		res.Status = e.status(now)
 		return false
 	}
 
@@ -218,7 +265,7 @@ func (t *Tracker) fail(e *Entry, f Failure, now time.Time, from Status, res *Res
 		if d <= 0 {
 			d = t.cfg.EgressCooldown
 		}
-		e.LastError = truncate("Shared egress IP quota exhausted ("+strings.ToLower(e.Options.Provider)+")", MaxMessage)
+		e.LastError = truncate("Shared egress IP quota exhausted ("+strings.ToLower(e.Options.Provider)+")", maxMessage)
 	}
 	if d > 0 && !e.Options.DisableCooling {
 		e.Until = now.Add(d)
@@ -227,7 +274,7 @@ func (t *Tracker) fail(e *Entry, f Failure, now time.Time, from Status, res *Res
 		e.Until = time.Time{}
 		res.Action, res.Hinted, egress = Recorded, false, false
 	}
-	res.Status = e.StatusAt(now)
+	res.Status = e.status(now)
 	return egress
 }
 
@@ -248,83 +295,127 @@ func terminalOf(e *Entry, f Failure) State {
 // length came from the upstream hint.
 func (t *Tracker) length(e *Entry, f Failure, level int) (time.Duration, int, bool) {
 	p := t.profile(e.Options.Class)
+	if d, hinted, ok := t.explicit(p, f); ok {
+		return d, level, hinted
+	}
 	switch {
-	case f.RetryAfter > 0 && p.Hints == HintsOn:
-		return min(f.RetryAfter, t.cfg.MaxHint), level, true
-	case f.Cooldown > 0:
-		return min(f.Cooldown, t.cfg.MaxHint), level, false
 	case f.Backoff:
-		return Backoff(p, level), min(level+1, p.Steps), false
+		return p.backoff(level), min(level+1, p.steps), false
 	case f.Base:
-		return min(p.Base, p.Max), level, false
+		return min(p.base, p.max), level, false
 	}
 	return 0, level, false
 }
 
-// Backoff returns the backoff cooldown of p at level: p.Base·2^min(level,
-// p.Steps), capped by p.Max. p should be normalized.
-func Backoff(p Profile, level int) time.Duration {
-	d := p.Base
-	for range min(max(level, 0), p.Steps) {
-		if d >= p.Max/2 {
-			return p.Max
+// explicit returns the cooldown an upstream answer states for f: the retry
+// hint when the profile honours hints, else the fixed cooldown, bounded by
+// MaxHint. ok is false when f states none (a backoff or base cooldown, or
+// none at all).
+func (t *Tracker) explicit(p shape, f Failure) (d time.Duration, hinted, ok bool) {
+	switch {
+	case f.RetryAfter > 0 && p.hints:
+		return min(f.RetryAfter, t.cfg.MaxHint), true, true
+	case f.Cooldown > 0:
+		return min(f.Cooldown, t.cfg.MaxHint), false, true
+	}
+	return 0, false, false
+}
+
+// extends returns the end an explicit cooldown of f would give a connection
+// cooling until until, when that end is later (D13).
+func (t *Tracker) extends(e *Entry, f Failure, until, now time.Time) (time.Time, time.Duration, bool, bool) {
+	if f.RequestRejected || e.Options.DisableCooling {
+		return time.Time{}, 0, false, false
+	}
+	d, hinted, ok := t.explicit(t.profile(e.Options.Class), f)
+	if !ok {
+		return time.Time{}, 0, false, false
+	}
+	end := now.Add(d)
+	return end, d, hinted, end.After(until)
+}
+
+// extendsLater reports whether f would extend a cooldown ending at until.
+func (t *Tracker) extendsLater(e *Entry, f Failure, until, now time.Time) bool {
+	_, _, _, later := t.extends(e, f, until, now)
+	return later
+}
+
+// backoff returns the backoff cooldown of p at level: Base·2^min(level,
+// Steps), capped by Max. Unset fields of p take the APIKey defaults and
+// every value is clamped as [Config.Normalize] does, so any Profile is
+// safe to pass.
+func backoff(p Profile, level int) time.Duration {
+	return shapeOf(p, routeguard.APIKey).backoff(level)
+}
+
+func (p shape) backoff(level int) time.Duration {
+	d := p.base
+	for range min(max(level, 0), p.steps) {
+		if d >= p.max/2 {
+			return p.max
 		}
 		d *= 2
 	}
-	return min(d, p.Max)
+	return min(d, p.max)
 }
 
-func (t *Tracker) profile(c Class) Profile {
-	if c == OAuth {
-		return t.cfg.OAuth
+// profile returns the shape of class c: OAuth's for OAuth, APIKey's for
+// every other class.
+func (t *Tracker) profile(c routeguard.Class) shape {
+	if c == routeguard.OAuth {
+		return t.oauth
 	}
-	return t.cfg.APIKey
+	return t.apikey
 }
-
-// Succeed is shorthand for SucceedAt(conn, time.Now()).
-func (t *Tracker) Succeed(conn string) { t.SucceedAt(conn, time.Now()) }
 
 // SucceedAt records a success of conn at now: the error fields, the cooldown,
 // the backoff level and the request-rejected streak are cleared. A success
 // never lifts Banned or Expired, nor credits exhausted before its recovery
 // time (such a success is a late answer to an earlier request); only
-// [Tracker.Reset] does. It does not allocate when there is nothing to clear.
+// [Tracker.ResetAt] does. It does not allocate when there is nothing to clear.
 func (t *Tracker) SucceedAt(conn string, now time.Time) {
 	e, ok := t.store.Load(conn)
 	if !ok || e.clean() {
 		return
 	}
-	t.clear(conn, now, CauseSuccess, false)
+	t.clear(conn, now, Succeeded)
 }
 
-// clear clears conn's error state; terminal states only when reset is set.
+// clear clears conn's error state, and its terminal state when a is Reset.
 // It reports whether anything changed.
-func (t *Tracker) clear(conn string, now time.Time, cause Cause, reset bool) bool {
+func (t *Tracker) clear(conn string, now time.Time, a Action) bool {
 	var (
-		changed  bool
-		from     Status
-		to       Status
-		provider string
+		changed, found, kept bool
+		from, to             Status
+		provider             string
 	)
-	t.store.Update(conn, func(e *Entry, found bool) bool {
-		if !found {
+	evicted := t.write(conn, now, func(e *Entry, ok bool) bool {
+		if !ok {
 			return false
 		}
-		from = e.StatusAt(now)
+		found = true
+		from = e.status(now)
 		provider = e.Options.Provider
-		if from.Terminal() && !reset {
+		if from.State.Terminal() && a != Reset {
+			kept = true
 			return true
 		}
 		changed = !e.clean()
 		e.reset()
-		to = e.StatusAt(now)
-		return !t.idle(e, now)
+		to = e.status(now)
+		kept = !t.idle(e, now)
+		return kept
 	})
+	if removed := found && !kept; removed || (changed && !sameStatus(from, to)) {
+		ev := event(conn, provider, a, from.State, to, now)
+		ev.Removed = removed
+		t.emit(ev)
+	}
 	if changed {
-		t.afterWrite(conn, now)
-		if !sameStatus(from, to) {
-			t.emit(Event{Conn: conn, Provider: provider, Cause: cause, From: from, To: to, At: now})
-		}
+		t.afterWrite(conn, now, evicted)
+	} else {
+		t.emitAll(evicted)
 	}
 	return changed
 }
@@ -356,24 +447,18 @@ func (s Selector) match(e *Entry) bool {
 	return s.Provider == "" || strings.EqualFold(e.Options.Provider, s.Provider)
 }
 
-// Clear is shorthand for ClearAt(sel, time.Now()).
-func (t *Tracker) Clear(sel Selector) int { return t.ClearAt(sel, time.Now()) }
-
 // ClearAt lifts the cooldowns of the selected connections as a success would
 // (error fields, level and streak cleared) and returns how many changed. It
 // never lifts a terminal state; use [Tracker.ResetAt] for that.
 func (t *Tracker) ClearAt(sel Selector, now time.Time) int {
-	return t.each(sel, func(conn string) bool { return t.clear(conn, now, CauseClear, false) })
+	return t.each(sel, func(conn string) bool { return t.clear(conn, now, Cleared) })
 }
-
-// Reset is shorthand for ResetAt(sel, time.Now()).
-func (t *Tracker) Reset(sel Selector) int { return t.ResetAt(sel, time.Now()) }
 
 // ResetAt clears every state of the selected connections, terminal states
 // included (for example after their credentials changed), and returns how
 // many changed. Tags and egress records are kept.
 func (t *Tracker) ResetAt(sel Selector, now time.Time) int {
-	return t.each(sel, func(conn string) bool { return t.clear(conn, now, CauseReset, true) })
+	return t.each(sel, func(conn string) bool { return t.clear(conn, now, Reset) })
 }
 
 func (t *Tracker) each(sel Selector, fn func(conn string) bool) int {
@@ -401,17 +486,15 @@ func (t *Tracker) each(sel Selector, fn func(conn string) bool) int {
 	return n
 }
 
-// Snapshot is shorthand for SnapshotAt(time.Now()).
-func (t *Tracker) Snapshot() []Info { return t.SnapshotAt(time.Now()) }
-
 // SnapshotAt lists every tracked connection at now, sorted by id. Filter on
-// Info.Status to list only the connections that are not available.
+// Info.Status.State to list only the connections that are not available
+// (the content of a cooldowns API).
 func (t *Tracker) SnapshotAt(now time.Time) []Info {
 	var out []Info
 	t.store.Range(func(conn string, e Entry) bool {
 		out = append(out, Info{
 			Conn: conn, Provider: e.Options.Provider, Class: e.Options.Class,
-			Status:    e.StatusAt(now),
+			Status:    e.status(now),
 			LastError: e.LastError, Reason: e.Reason, ErrorStatus: e.ErrorStatus, ErrorCode: e.ErrorCode, LastErrorAt: e.LastErrorAt,
 			Streak: e.Streak, Rechecks: e.Rechecks, EgressIP: e.EgressIP,
 		})
@@ -419,21 +502,6 @@ func (t *Tracker) SnapshotAt(now time.Time) []Info {
 	})
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Conn, b.Conn) })
 	return out
-}
-
-// Unavailable is shorthand for UnavailableAt(time.Now()).
-func (t *Tracker) Unavailable() []Info { return t.UnavailableAt(time.Now()) }
-
-// UnavailableAt lists the connections that are cooling or terminal at now,
-// sorted by id: the content of a cooldowns API.
-func (t *Tracker) UnavailableAt(now time.Time) []Info {
-	all := t.SnapshotAt(now)
-	return slices.DeleteFunc(all, func(i Info) bool { return i.Status.Available() })
-}
-
-// RecheckDue is shorthand for RecheckDueAt(conn, time.Now()).
-func (t *Tracker) RecheckDue(conn string) (due bool, at time.Time) {
-	return t.RecheckDueAt(conn, time.Now())
 }
 
 // RecheckDueAt answers whether the expired connection conn may be re-checked
@@ -457,15 +525,12 @@ func (t *Tracker) RecheckDueAt(conn string, now time.Time) (due bool, at time.Ti
 	return !now.Before(at), at
 }
 
-// Rechecked is shorthand for RecheckedAt(conn, time.Now()).
-func (t *Tracker) Rechecked(conn string) int { return t.RecheckedAt(conn, time.Now()) }
-
 // RecheckedAt records a failed re-check of the expired connection conn at
 // now and returns the number of re-checks so far (0 when conn is not
 // expired).
 func (t *Tracker) RecheckedAt(conn string, now time.Time) int {
 	n := 0
-	t.store.Update(conn, func(e *Entry, found bool) bool {
+	t.emitAll(t.write(conn, now, func(e *Entry, found bool) bool {
 		if !found {
 			return false
 		}
@@ -475,7 +540,7 @@ func (t *Tracker) RecheckedAt(conn string, now time.Time) int {
 			n = e.Rechecks
 		}
 		return true
-	})
+	}))
 	return n
 }
 
@@ -498,4 +563,22 @@ func (t *Tracker) emit(ev Event) {
 	if t.cfg.OnChange != nil {
 		t.cfg.OnChange(ev)
 	}
+}
+
+func (t *Tracker) emitAll(evs []Event) {
+	for _, ev := range evs {
+		t.emit(ev)
+	}
+}
+
+// write runs fn on conn's entry as [Store.Update] does. With the in-memory
+// store it also keeps the entry caps, sparing conn, and returns the events
+// of the entries it dropped for them (when OnChange is set), for the caller
+// to hand on after its own.
+func (t *Tracker) write(conn string, now time.Time, fn func(e *Entry, found bool) bool) []Event {
+	if t.mem != nil {
+		return t.mem.updateAt(conn, now, fn)
+	}
+	t.store.Update(conn, fn)
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/routeguard/routeguard"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -72,7 +74,7 @@ func TestBackoffOAuth(t *testing.T) {
 		cooldown    time.Duration
 	}{{0, 1, ms(5000)}, {8, 8, ms(1280000)}} {
 		tr := New(Config{})
-		tr.Register("o1", Options{Class: OAuth})
+		tr.RegisterAt("o1", Options{Class: routeguard.OAuth}, t0)
 		now := t0
 		for range tt.level {
 			now = tr.FailAt("o1", f, now).Status.Until
@@ -81,11 +83,10 @@ func TestBackoffOAuth(t *testing.T) {
 		assert.Equal(t, tt.cooldown, r.Cooldown, "level %d", tt.level)
 		assert.Equal(t, tt.want, r.Status.Level, "level %d", tt.level)
 	}
-	p := Config{}
-	p.Normalize()
-	assert.Equal(t, ms(1280000), Backoff(p.OAuth, 9), "level beyond the steps")
-	p.OAuth.Steps = 10
-	assert.Equal(t, 30*time.Minute, Backoff(p.OAuth, 10), "capped by the maximum")
+	p := Config{}.Normalize()
+	assert.Equal(t, ms(1280000), backoff(p.OAuth, 9), "level beyond the steps")
+	p.OAuth.Steps = new(10)
+	assert.Equal(t, 30*time.Minute, backoff(p.OAuth, 10), "capped by the maximum")
 }
 
 // M3.3 scenarios 4–6: hints decide the cooldown when the class honours them,
@@ -102,7 +103,7 @@ func TestRetryHints(t *testing.T) {
 	assert.True(t, r.Hinted)
 	assert.Equal(t, 2, r.Status.Level)
 
-	tr.Register("o1", Options{Class: OAuth})
+	tr.RegisterAt("o1", Options{Class: routeguard.OAuth}, t0)
 	r = tr.FailAt("o1", hinted, t0)
 	assert.Equal(t, ms(5000), r.Cooldown, "oauth ignores hints")
 	assert.False(t, r.Hinted)
@@ -124,7 +125,7 @@ func TestRetryHints(t *testing.T) {
 	assert.Equal(t, 30*24*time.Hour, tr.FailAt("k1", f, t0).Cooldown)
 	f.RetryAfter = 2 * time.Hour
 	assert.Equal(t, 2*time.Hour, New(Config{}).FailAt("k1", f, t0).Cooldown)
-	tr = New(Config{APIKey: Profile{Hints: HintsOff}})
+	tr = New(Config{APIKey: Profile{Hints: new(false)}})
 	assert.Equal(t, ms(3000), tr.FailAt("k1", f, t0).Cooldown)
 }
 
@@ -145,7 +146,7 @@ func TestFixedCooldowns(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := New(Config{})
-			tr.Register("o1", Options{Class: OAuth})
+			tr.RegisterAt("o1", Options{Class: routeguard.OAuth}, t0)
 			r := tr.FailAt("o1", tt.f, t0)
 			assert.Equal(t, Episode, r.Action)
 			assert.Equal(t, tt.want, r.Cooldown)
@@ -158,7 +159,7 @@ func TestFixedCooldowns(t *testing.T) {
 // escalation.
 func TestBaseCooldown(t *testing.T) {
 	tr := New(Config{})
-	tr.Register("o1", Options{Class: OAuth})
+	tr.RegisterAt("o1", Options{Class: routeguard.OAuth}, t0)
 	now := withLevel(t, tr, "k1", 2)
 	f := Failure{Status: 409, Reason: "unknown", Base: true}
 	r := tr.FailAt("k1", f, now)
@@ -177,7 +178,7 @@ func TestRecordedWithoutCooldown(t *testing.T) {
 	info := tr.SnapshotAt(t0)
 	require.Len(t, info, 0, "an unregistered connection at level 0 keeps nothing")
 
-	tr.Register("k1", Options{Provider: "openai"})
+	tr.RegisterAt("k1", Options{Provider: "openai"}, t0)
 	tr.FailAt("k1", Failure{Status: 400, Reason: "model_capacity", Message: "maximum context length exceeded"}, t0)
 	info = tr.SnapshotAt(t0)
 	require.Len(t, info, 1)
@@ -196,7 +197,7 @@ func TestBan(t *testing.T) {
 	assert.Equal(t, Status{State: Banned, Reason: "auth_error"}, r.Status)
 	assert.Equal(t, Status{State: Banned, Reason: "auth_error"}, tr.StatusAt("k1", t0.Add(400*24*time.Hour)))
 	require.Len(t, events, 1)
-	assert.Equal(t, Event{Conn: "k1", Cause: CauseFailure, To: r.Status, At: t0}, events[0])
+	assert.Equal(t, Event{Conn: "k1", At: t0, Action: Terminated, State: Banned, Reason: "auth_error", From: Available}, events[0])
 	assert.Equal(t, -time.Duration(1), r.Status.Wait(t0))
 }
 
@@ -208,10 +209,10 @@ func TestExpired(t *testing.T) {
 	assert.Equal(t, time.Duration(0), r.Cooldown)
 	assert.Equal(t, Status{State: Expired, Reason: "auth_error"}, tr.StatusAt("k1", t0.Add(time.Hour)))
 
-	tr.Register("k2", Options{ExtraKeys: true})
+	tr.RegisterAt("k2", Options{ExtraKeys: true}, t0)
 	r = tr.FailAt("k2", Failure{Status: 401, Reason: "auth_error"}, t0)
 	assert.Equal(t, Recorded, r.Action)
-	assert.True(t, tr.StatusAt("k2", t0).Available())
+	assert.True(t, tr.StatusAt("k2", t0).State == Available)
 }
 
 // M3.3 scenarios 9, 10 and 19: credits exhausted.
@@ -229,7 +230,7 @@ func TestCreditsExhausted(t *testing.T) {
 	tr.FailAt("k3", Failure{Status: 402, Reason: "quota_exhausted", RecoverAt: rec}, t0)
 	assert.Equal(t, Status{State: CreditsExhausted, Until: rec, Reason: "quota_exhausted"}, tr.StatusAt("k3", rec.Add(-time.Second)))
 	assert.Equal(t, time.Second, tr.StatusAt("k3", rec.Add(-time.Second)).Wait(rec.Add(-time.Second)))
-	assert.True(t, tr.StatusAt("k3", rec.Add(time.Second)).Available(), "selectable 1 s after recovery")
+	assert.True(t, tr.StatusAt("k3", rec.Add(time.Second)).State == Available, "selectable 1 s after recovery")
 
 	// A success before the recovery time does not lift it; after it, it does.
 	tr.SucceedAt("k3", rec.Add(-time.Second))
@@ -280,7 +281,10 @@ func TestTerminalDuringCooldown(t *testing.T) {
 func TestAntiHerd(t *testing.T) {
 	tr := New(Config{})
 	first := tr.FailAt("k1", rateLimit, t0)
-	for _, f := range []Failure{rateLimit, {Status: 503, Reason: "server_error", Cooldown: time.Hour}, {Status: 429, RetryAfter: time.Hour}} {
+	// A backoff failure, and explicit cooldowns that end no later than the
+	// episode (t0+3s), change nothing; later ones extend it (D13, see
+	// TestLaterLongerHintExtendsCooldown).
+	for _, f := range []Failure{rateLimit, {Status: 503, Reason: "server_error", Cooldown: 2 * time.Second}, {Status: 429, RetryAfter: time.Second}} {
 		r := tr.FailAt("k1", f, t0.Add(time.Second))
 		assert.Equal(t, Absorbed, r.Action)
 		assert.Equal(t, 2*time.Second, r.Cooldown)
@@ -302,7 +306,7 @@ func TestHammerOneEpisode(t *testing.T) {
 	var mu sync.Mutex
 	episodes := 0
 	tr := New(Config{OnChange: func(e Event) {
-		if e.To.State == Cooling {
+		if e.State == Cooling {
 			mu.Lock()
 			episodes++
 			mu.Unlock()
@@ -371,12 +375,12 @@ func TestRequestRejectedStreak(t *testing.T) {
 	assert.Equal(t, 1, r.Streak)
 
 	// Without cooling, refusals inside the episode are still one episode.
-	tr.Register("a4", Options{DisableCooling: true})
+	tr.RegisterAt("a4", Options{DisableCooling: true}, t0)
 	assert.Equal(t, Recorded, tr.FailAt("a4", refusal, t0).Action)
 	r = tr.FailAt("a4", refusal, t0.Add(time.Second))
 	assert.Equal(t, Absorbed, r.Action)
 	assert.Equal(t, 1, r.Streak)
-	assert.True(t, tr.StatusAt("a4", t0).Available())
+	assert.True(t, tr.StatusAt("a4", t0).State == Available)
 }
 
 // M3.3 scenario 17: re-checks of an expired connection.
@@ -412,7 +416,7 @@ func TestRecheckSchedule(t *testing.T) {
 // M3.3 scenario 18: disableCooling.
 func TestDisableCooling(t *testing.T) {
 	tr := New(Config{})
-	tr.Register("k1", Options{DisableCooling: true})
+	tr.RegisterAt("k1", Options{DisableCooling: true}, t0)
 	for i := 1; i <= 7; i++ {
 		r := tr.FailAt("k1", Failure{Status: 503, Reason: "server_error", Message: "upstream down", Backoff: true}, t0)
 		assert.Equal(t, Recorded, r.Action)
@@ -426,7 +430,7 @@ func TestDisableCooling(t *testing.T) {
 
 func TestSucceedClears(t *testing.T) {
 	tr := New(Config{})
-	tr.Register("k1", Options{Provider: "openai"})
+	tr.RegisterAt("k1", Options{Provider: "openai"}, t0)
 	tr.FailAt("k1", rateLimit, t0)
 	tr.SucceedAt("k1", t0.Add(time.Second))
 	assert.Equal(t, []Info{{Conn: "k1", Provider: "openai"}}, tr.SnapshotAt(t0))
@@ -454,9 +458,9 @@ func TestClockBackwards(t *testing.T) {
 
 func TestClearAndReset(t *testing.T) {
 	tr := New(Config{})
-	tr.Register("a", Options{Provider: "openai"})
-	tr.Register("b", Options{Provider: "OpenAI"})
-	tr.Register("c", Options{Provider: "anthropic"})
+	tr.RegisterAt("a", Options{Provider: "openai"}, t0)
+	tr.RegisterAt("b", Options{Provider: "OpenAI"}, t0)
+	tr.RegisterAt("c", Options{Provider: "anthropic"}, t0)
 	for _, c := range []string{"a", "c", "x"} {
 		tr.FailAt(c, rateLimit, t0)
 	}
@@ -464,7 +468,7 @@ func TestClearAndReset(t *testing.T) {
 
 	assert.Equal(t, 0, tr.ClearAt(Selector{}, t0), "the zero selector picks nothing")
 	assert.Equal(t, 1, tr.ClearAt(Selector{Provider: "openai"}, t0))
-	assert.True(t, tr.StatusAt("a", t0).Available())
+	assert.True(t, tr.StatusAt("a", t0).State == Available)
 	assert.Equal(t, Banned, tr.StatusAt("b", t0).State)
 	assert.Equal(t, Cooling, tr.StatusAt("c", t0).State)
 
@@ -477,36 +481,12 @@ func TestClearAndReset(t *testing.T) {
 	assert.Equal(t, Status{}, tr.StatusAt("b", t0))
 	assert.Equal(t, 0, tr.ResetAt(Selector{All: true}, t0))
 
-	tr.Forget("a")
+	tr.ForgetAt("a", t0)
 	names := []string{}
 	for _, i := range tr.SnapshotAt(t0) {
 		names = append(names, i.Conn)
 	}
 	assert.Equal(t, []string{"b", "c"}, names)
-}
-
-func TestSelect(t *testing.T) {
-	tr := New(Config{})
-	tr.FailAt("a", Failure{Status: 429, Reason: "rate_limit_exceeded", Cooldown: 125 * time.Second}, t0)
-	tr.FailAt("b", Failure{Status: 429, Reason: "quota_exhausted", Cooldown: time.Hour}, t0)
-	tr.FailAt("c", Failure{Status: 403, Permanent: true}, t0)
-
-	sel := tr.SelectAt(nil, []string{"a", "b", "c", "d"}, t0)
-	assert.Equal(t, []string{"d"}, sel.Available)
-	assert.False(t, sel.AllCooling())
-	assert.Equal(t, time.Duration(0), sel.RetryAfter(t0))
-	assert.Equal(t, "", sel.Human(t0))
-
-	sel = tr.SelectAt(make([]string, 0, 4), []string{"c", "b", "a"}, t0)
-	assert.Empty(t, sel.Available)
-	assert.True(t, sel.AllCooling())
-	assert.Equal(t, Selection{Available: []string{}, Until: t0.Add(125 * time.Second), Conn: "a", Reason: "rate_limit_exceeded", Cooling: 2, Terminal: 1}, sel)
-	assert.Equal(t, 125*time.Second, sel.RetryAfter(t0))
-	assert.Equal(t, "reset after 2m 5s", sel.Human(t0))
-
-	sel = tr.SelectAt(nil, []string{"c"}, t0)
-	assert.False(t, sel.AllCooling(), "only terminal candidates: nothing to wait for")
-	assert.Equal(t, 1, sel.Terminal)
 }
 
 func TestFormatWait(t *testing.T) {
@@ -519,32 +499,49 @@ func TestFormatWait(t *testing.T) {
 		{time.Hour + 3*time.Second, "1h 3s"}, {2*time.Minute + 500*time.Millisecond, "2m 1s"}, {49 * time.Hour, "49h"},
 		{time.Duration(1<<63 - 1), "2562047h 47m 17s"},
 	} {
-		assert.Equal(t, tt.want, FormatWait(tt.d), "FormatWait(%v)", tt.d)
+		assert.Equal(t, tt.want, formatWait(tt.d), "formatWait(%v)", tt.d)
 	}
 }
 
-func TestCheckErrors(t *testing.T) {
+// Every refusal is an *Error with the contract's code and status, whose
+// Unwrap is the code's sentinel.
+func TestRefusalIsErrorWithCodeStatusAndSentinel(t *testing.T) {
 	tr := New(Config{})
 	require.NoError(t, tr.CheckAt("k1", t0))
 	tr.FailAt("k1", rateLimit, t0)
-	err := tr.CheckAt("k1", t0)
+	err := tr.CheckAt("k1", t0.Add(time.Second))
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrCooling))
 	assert.False(t, errors.Is(err, ErrUnavailable))
 	var ce *Error
 	require.True(t, errors.As(err, &ce))
-	assert.Equal(t, "k1", ce.Conn)
-	assert.Equal(t, CodeCooling, ce.Code())
-	assert.Equal(t, 429, ce.HTTPStatus())
-	assert.Equal(t, "cooldown: connection k1 cooling until 2026-03-01T12:00:03Z (rate_limit_exceeded)", err.Error())
+	assert.Equal(t, &Error{Code: CodeCooling, Status: 429, Conn: "k1", State: Cooling, Until: t0.Add(3 * time.Second),
+		RetryAfter: 2 * time.Second, Reason: "rate_limit_exceeded", err: ErrCooling}, ce)
+	assert.Equal(t, ErrCooling, errors.Unwrap(err))
+	assert.Equal(t, "cooldown: connection_cooldown: connection k1 cooling until 2026-03-01T12:00:03Z, reset after 2s (rate_limit_exceeded)", err.Error())
 
 	tr.FailAt("k2", Failure{Status: 401, Reason: "auth_error"}, t0)
 	err = tr.CheckAt("k2", t0)
 	assert.True(t, errors.Is(err, ErrUnavailable))
+	assert.False(t, errors.Is(err, ErrCooling))
 	require.True(t, errors.As(err, &ce))
-	assert.Equal(t, CodeUnavailable, ce.Code())
-	assert.Equal(t, 503, ce.HTTPStatus())
-	assert.Equal(t, "cooldown: connection k2 expired (auth_error)", err.Error())
+	assert.Equal(t, &Error{Code: CodeUnavailable, Status: 503, Conn: "k2", State: Expired, Reason: "auth_error", err: ErrUnavailable}, ce)
+	assert.Equal(t, "cooldown: unavailable: connection k2 expired (auth_error)", err.Error())
+
+	// Credits exhausted with a known recovery time is unavailable, with
+	// the wait until the recovery.
+	rec := t0.Add(time.Hour)
+	tr.FailAt("k3", Failure{Status: 402, Reason: "quota_exhausted", RecoverAt: rec}, t0)
+	require.True(t, errors.As(tr.CheckAt("k3", t0), &ce))
+	assert.Equal(t, &Error{Code: CodeUnavailable, Status: 503, Conn: "k3", State: CreditsExhausted, Until: rec,
+		RetryAfter: time.Hour, Reason: "quota_exhausted", err: ErrUnavailable}, ce)
+	assert.Equal(t, "cooldown: unavailable: connection k3 credits_exhausted until 2026-03-01T13:00:00Z, reset after 1h (quota_exhausted)", ce.Error())
+
+	// The sentinels are plain values: matching never depends on any state.
+	assert.Equal(t, "cooldown: connection_cooldown", ErrCooling.Error())
+	assert.Equal(t, "cooldown: unavailable", ErrUnavailable.Error())
+	assert.Equal(t, "cooldown: invalid_config", ErrInvalidConfig.Error())
+	assert.False(t, errors.Is(ErrCooling, ErrUnavailable))
 }
 
 func TestStatusString(t *testing.T) {
@@ -558,15 +555,14 @@ func TestNames(t *testing.T) {
 		[]string{Available.String(), Cooling.String(), Banned.String(), Expired.String(), CreditsExhausted.String(), State(9).String()})
 	assert.Equal(t, "episode", Episode.String())
 	assert.Equal(t, "unknown", Action(9).String())
-	assert.Equal(t, "egress", CauseEgress.String())
-	assert.Equal(t, "unknown", Cause(9).String())
-	assert.Equal(t, "oauth", OAuth.String())
-	assert.Equal(t, "apikey", APIKey.String())
+	assert.Equal(t, []string{"recorded", "episode", "absorbed", "terminated", "extended", "succeeded", "cleared", "reset", "dropped"},
+		[]string{Recorded.String(), Episode.String(), Absorbed.String(), Terminated.String(), Extended.String(),
+			Succeeded.String(), Cleared.String(), Reset.String(), Dropped.String()})
 }
 
 func TestMessageTruncated(t *testing.T) {
 	tr := New(Config{})
-	tr.Register("k1", Options{Provider: "p"})
+	tr.RegisterAt("k1", Options{Provider: "p"}, t0)
 	long := ""
 	for range 60 {
 		long += "é"
@@ -585,9 +581,9 @@ func TestRegisterAt(t *testing.T) {
 	tr := New(Config{})
 	quota := Failure{Status: 429, Reason: "quota_exhausted", Cooldown: time.Minute}
 	tr.FailAt("k1", quota, t0)
-	tr.RegisterAt("k1", Options{Provider: "openai", Class: OAuth}, t0)
+	tr.RegisterAt("k1", Options{Provider: "openai", Class: routeguard.OAuth}, t0)
 	require.Len(t, tr.SnapshotAt(t0), 1)
-	assert.Equal(t, Info{Conn: "k1", Provider: "openai", Class: OAuth,
+	assert.Equal(t, Info{Conn: "k1", Provider: "openai", Class: routeguard.OAuth,
 		Status: Status{State: Cooling, Until: t0.Add(time.Minute), Reason: "quota_exhausted"},
 		Reason: "quota_exhausted", ErrorStatus: 429, LastErrorAt: t0,
 	}, tr.SnapshotAt(t0)[0])

@@ -4,10 +4,15 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/routeguard/routeguard/lease"
 	"github.com/routeguard/routeguard/lease/leasetest"
 )
+
+func acquireAt(m *lease.Manager, c claimT, now time.Time) (lease.Lease, error) {
+	return m.AcquireAt(ctx, c.h, c.provider, c.cands, now)
+}
 
 // fencedManager returns a Manager holding n leases and the holder of the
 // first one, on connection "c0".
@@ -15,7 +20,7 @@ func fencedManager(b *testing.B, n int) (*lease.Manager, lease.Holder) {
 	b.Helper()
 	m := lease.New(lease.Config{})
 	for i := range n {
-		_, _, err := m.AcquireAt(ctx, claim(lease.HashOwner(fmt.Sprint("bench", i)), "k1", fmt.Sprint("c", i)), T0)
+		_, err := acquireAt(m, claim(lease.HashOwner(fmt.Sprint("bench", i)), "k1", fmt.Sprint("c", i)), T0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -74,7 +79,7 @@ func BenchmarkFenceAtParallel(b *testing.B) {
 func BenchmarkRequestPath(b *testing.B) {
 	m := lease.New(lease.Config{})
 	owner := leasetest.Owner('A')
-	if _, _, err := m.AcquireAt(ctx, claim(lease.HashOwner(owner), "k1", "c1"), T0); err != nil {
+	if _, err := acquireAt(m, claim(lease.HashOwner(owner), "k1", "c1"), T0); err != nil {
 		b.Fatal(err)
 	}
 	at := T0.Add(1)
@@ -84,7 +89,11 @@ func BenchmarkRequestPath(b *testing.B) {
 	for b.Loop() {
 		h[lease.HeaderOwner] = ownerVal
 		h[lease.HeaderGeneration] = genVal
-		if _, err := m.FenceRequestAt(ctx, h, "k1", "c1", at); err != nil {
+		owner, gen, err := lease.ParseHeader(h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.FenceAt(ctx, lease.Holder{Owner: owner, APIKeyID: "k1", Generation: gen}, "c1", at); err != nil {
 			b.Fatal(err)
 		}
 		lease.StripHeaders(h)
@@ -118,21 +127,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	c := claim(owner, "k1", "c1", "c2")
 	b.ReportAllocs()
 	for b.Loop() {
-		l, _, err := m.AcquireAt(ctx, c, T0)
+		l, err := acquireAt(m, c, T0)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := m.ReleaseAt(ctx, lease.Holder{Owner: owner, APIKeyID: "k1", Generation: l.Generation}, "", T0); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkParseCommand(b *testing.B) {
-	body := []byte(`{"action":"release","generation":12,"reason":"CLIENT_CANCELLED"}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := lease.ParseCommand(body); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -40,34 +40,38 @@ func env(m map[string]string) func(string) (string, bool) {
 }
 
 func TestFromEnv(t *testing.T) {
-	c, err := lease.FromEnv(lease.Config{}, env(map[string]string{
+	c, err := lease.FromEnv(env(map[string]string{
 		"LEASE_TTL_MS":               "1000",
 		"LEASE_MAX_OWNERS":           " 500 ",
 		"LEASE_HISTORY_RETENTION_MS": "3600000",
 	}))
 	require.NoError(t, err)
-	assert.Equal(t, time.Second, c.TTL)
-	assert.Equal(t, 500, c.MaxOwners)
-	assert.Equal(t, time.Hour, c.Retention)
+	assert.Equal(t, lease.Config{TTL: time.Second, MaxOwners: 500, Retention: time.Hour}, c)
 
-	base := lease.Config{TTL: 7 * time.Second, MaxOwners: 70}
-	c, err = lease.FromEnv(base, env(map[string]string{"LEASE_TTL_MS": "soon", "LEASE_MAX_OWNERS": "-3"}))
+	c, err = lease.FromEnv(env(map[string]string{"LEASE_TTL_MS": "soon", "LEASE_MAX_OWNERS": "-3", "LEASE_HISTORY_RETENTION_MS": "60000"}))
 	require.Error(t, err)
-	assert.ErrorIs(t, err, lease.ErrInvalidSetting)
+	assert.ErrorIs(t, err, lease.ErrInvalidConfig)
 	errs := err.(interface{ Unwrap() []error }).Unwrap()
 	require.Len(t, errs, 2)
-	var se *lease.SettingError
-	require.ErrorAs(t, errs[0], &se)
-	assert.Equal(t, "LEASE_TTL_MS", se.Name)
-	assert.Equal(t, "soon", se.Value)
-	assert.EqualError(t, errs[0], `lease: LEASE_TTL_MS: not an integer: "soon"`)
-	require.ErrorAs(t, errs[1], &se)
-	assert.Equal(t, "LEASE_MAX_OWNERS", se.Name)
-	assert.Equal(t, "-3", se.Value)
-	assert.EqualError(t, errs[1], "lease: LEASE_MAX_OWNERS: not positive: -3")
-	assert.Equal(t, base, c)
+	var le *lease.Error
+	require.ErrorAs(t, errs[0], &le)
+	assert.Equal(t, lease.CodeInvalidConfig, le.Code)
+	assert.Equal(t, 400, le.Status)
+	assert.Equal(t, "LEASE_TTL_MS", le.Field)
+	assert.EqualError(t, errs[0], `lease: invalid_config: LEASE_TTL_MS: not a number ("soon")`)
+	require.ErrorAs(t, errs[1], &le)
+	assert.Equal(t, "LEASE_MAX_OWNERS", le.Field)
+	assert.EqualError(t, errs[1], `lease: invalid_config: LEASE_MAX_OWNERS: negative ("-3")`)
+	assert.Equal(t, lease.Config{Retention: time.Minute}, c, "refused values leave their fields unset")
 
-	c, err = lease.FromEnv(base, env(nil))
+	c, err = lease.FromEnv(env(map[string]string{"LEASE_TTL_MS": "  "}))
 	require.NoError(t, err)
-	assert.Equal(t, base, c)
+	assert.Equal(t, lease.Config{}, c, "blank and missing variables are left unset")
+}
+
+func TestConfigNormalizeDoesNotModifyReceiver(t *testing.T) {
+	in := lease.Config{TTL: time.Hour, MaxOwners: 1}
+	out := in.Normalize()
+	assert.Equal(t, lease.Config{TTL: time.Hour, MaxOwners: 1}, in)
+	assert.Equal(t, 30*time.Minute, out.TTL)
 }

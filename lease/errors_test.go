@@ -1,11 +1,8 @@
 package lease_test
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -37,78 +34,83 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestErrorMatching(t *testing.T) {
-	assert.ErrorIs(t, lease.ErrAuthorizationMismatch, lease.ErrFenceStale)
-	assert.NotErrorIs(t, lease.ErrFenceStale, lease.ErrAuthorizationMismatch)
-	assert.Equal(t, "LEASE_FENCE_STALE", lease.ErrAuthorizationMismatch.Code)
-	assert.ErrorIs(t, lease.ErrGenerationExhausted, lease.ErrServiceUnavailable)
-	assert.ErrorIs(t, lease.ErrStoreFull, lease.ErrServiceUnavailable)
 	assert.NotErrorIs(t, lease.ErrRequired, lease.ErrFenceStale)
+	assert.Equal(t, "lease: connection is not the leased one", lease.ErrConnectionMismatch.Error())
 
-	wrapped := fmt.Errorf("dispatch: %w", lease.ErrConnectionMismatch)
+	m := lease.New(lease.Config{})
+	_, err := m.AcquireAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1"}, "openai", []string{"c1"}, T0)
+	require.NoError(t, err)
+	err = m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}, "c2", T0)
+	wrapped := fmt.Errorf("dispatch: %w", err)
 	var le *lease.Error
 	require.ErrorAs(t, wrapped, &le)
 	assert.Equal(t, "LEASE_CONNECTION_MISMATCH", le.Code)
 	assert.Equal(t, http.StatusConflict, le.Status)
-	assert.Equal(t, "lease: connection is not the leased one", lease.ErrConnectionMismatch.Error())
+	assert.ErrorIs(t, wrapped, lease.ErrConnectionMismatch)
+	assert.Equal(t, "lease: LEASE_CONNECTION_MISMATCH: connection is not the leased one", le.Error())
 
-	ce := &lease.CapacityError{RetryAfter: 5 * time.Second}
+	err = m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}, "c1", T0)
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, "LEASE_FENCE_STALE", le.Code, "an authorization mismatch has the stale code")
+	assert.Equal(t, "lease held under another api key", le.Detail)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	assert.Equal(t, lease.ErrFenceStale, le.Unwrap())
+	stale := m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}, "c1", T0)
+	require.ErrorAs(t, stale, &le)
+	assert.Empty(t, le.Detail, "another generation is a plain stale refusal")
+	assert.EqualError(t, err, "lease: LEASE_FENCE_STALE: lease held under another api key")
+
+	ce := &lease.Error{Code: lease.CodeCapacityUnavailable, Status: 429, RetryAfter: 5 * time.Second}
 	assert.ErrorIs(t, ce, lease.ErrCapacityUnavailable)
-	assert.Equal(t, 5, ce.RetryAfterSeconds())
-	assert.Equal(t, "lease: capacity unavailable, retry after 5s", ce.Error())
+	assert.Equal(t, "lease: LEASE_CAPACITY_UNAVAILABLE: capacity unavailable, retry after 5s", ce.Error())
+	assert.NoError(t, (&lease.Error{Code: "SOMETHING_ELSE"}).Unwrap())
 }
 
+// Every code's refusal, as the package returns it: code, status and the
+// sentinel it matches.
 func TestErrorCodes(t *testing.T) {
+	m := lease.New(lease.Config{Store: lease.NewMemoryStore(lease.Config{MaxOwners: 16})})
+	_, err := m.AcquireAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1"}, "openai", []string{"c1"}, T0)
+	require.NoError(t, err)
+	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}
+	_, ownerErr := lease.ParseOwner(" ")
+	_, malformed := lease.ParseOwner("vlo_short")
+	_, busyErr := m.AcquireAt(ctx, lease.Holder{Owner: hashB, APIKeyID: "k1"}, "openai", []string{"c1"}, T0)
+	_, activeErr := m.AcquireAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2"}, "openai", []string{"c1"}, T0)
+	_, noneErr := m.AcquireAt(ctx, lease.Holder{Owner: hashB, APIKeyID: "k1"}, "openai", nil, T0)
+	for i := range 15 {
+		_, err := m.AcquireAt(ctx, lease.Holder{Owner: lease.HashOwner(fmt.Sprint("fill", i)), APIKeyID: "k1"}, "openai", []string{fmt.Sprint("f", i)}, T0)
+		require.NoError(t, err)
+	}
+	_, fullErr := m.AcquireAt(ctx, lease.Holder{Owner: hashB, APIKeyID: "k1"}, "openai", []string{"c9"}, T0)
+	_, reasonErr := m.ReleaseAt(ctx, h, "BECAUSE", T0)
+	_, envErr := lease.FromEnv(func(string) (string, bool) { return "x", true })
+	envErr = envErr.(interface{ Unwrap() []error }).Unwrap()[0]
 	cases := []struct {
-		err    *lease.Error
-		status int
-		code   string
+		name     string
+		err      error
+		sentinel error
+		status   int
+		code     string
 	}{
-		{lease.ErrAuthenticationRequired, 401, "LEASE_AUTHENTICATION_REQUIRED"},
-		{lease.ErrAPIKeyInvalid, 401, "LEASE_API_KEY_INVALID"},
-		{lease.ErrContentTypeRequired, 415, "LEASE_CONTENT_TYPE_REQUIRED"},
-		{lease.ErrActionInvalid, 400, "LEASE_ACTION_INVALID"},
-		{lease.ErrServiceUnavailable, 503, "LEASE_SERVICE_UNAVAILABLE"},
-		{lease.ErrProviderRetired, 410, "PROVIDER_RETIRED"},
-		{lease.ErrScopeRequired, 403, "LEASE_SCOPE_REQUIRED"},
-		{lease.ErrKeyConfigurationInvalid, 403, "LEASE_KEY_CONFIGURATION_INVALID"},
-		{lease.ErrKeyPolicyInvalid, 400, "LEASE_KEY_POLICY_INVALID"},
-		{lease.ErrContextRequired, 400, "LEASE_CONTEXT_REQUIRED"},
-		{lease.ErrContextInvalid, 400, "LEASE_CONTEXT_INVALID"},
-		{lease.ErrModelInvalid, 400, "LEASE_MODEL_INVALID"},
-		{lease.ErrRequired, 409, "LEASE_REQUIRED"},
-		{lease.ErrFenceStale, 409, "LEASE_FENCE_STALE"},
-		{lease.ErrConnectionMismatch, 409, "LEASE_CONNECTION_MISMATCH"},
-		{lease.ErrNoEligibleConnection, 409, "LEASE_NO_ELIGIBLE_CONNECTION"},
-		{lease.ErrEligibilityUnavailable, 429, "LEASE_ELIGIBILITY_UNAVAILABLE"},
-		{lease.ErrUnsupportedRoute, 409, "LEASE_UNSUPPORTED_ROUTE"},
-		{lease.ErrCapacityUnavailable, 429, "LEASE_CAPACITY_UNAVAILABLE"},
+		{"owner missing", ownerErr, lease.ErrContextRequired, 400, "LEASE_CONTEXT_REQUIRED"},
+		{"owner malformed", malformed, lease.ErrContextInvalid, 400, "LEASE_CONTEXT_INVALID"},
+		{"no lease", m.FenceAt(ctx, lease.Holder{Owner: hashB, APIKeyID: "k1", Generation: 1}, "c1", T0), lease.ErrRequired, 409, "LEASE_REQUIRED"},
+		{"stale", m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}, "c1", T0), lease.ErrFenceStale, 409, "LEASE_FENCE_STALE"},
+		{"other connection", m.FenceAt(ctx, h, "c2", T0), lease.ErrConnectionMismatch, 409, "LEASE_CONNECTION_MISMATCH"},
+		{"owner active", activeErr, lease.ErrOwnerAlreadyActive, 409, "LEASE_OWNER_ALREADY_ACTIVE"},
+		{"no candidates", noneErr, lease.ErrNoEligibleConnection, 409, "LEASE_NO_ELIGIBLE_CONNECTION"},
+		{"capacity", busyErr, lease.ErrCapacityUnavailable, 429, "LEASE_CAPACITY_UNAVAILABLE"},
+		{"store full", fullErr, lease.ErrServiceUnavailable, 503, "LEASE_SERVICE_UNAVAILABLE"},
+		{"bad reason", reasonErr, lease.ErrInvalidConfig, 400, "invalid_config"},
+		{"bad env value", envErr, lease.ErrInvalidConfig, 400, "invalid_config"},
 	}
 	for _, c := range cases {
-		assert.Equal(t, c.status, c.err.Status, c.code)
-		assert.Equal(t, c.code, c.err.Code)
-		rec := httptest.NewRecorder()
-		lease.WriteError(rec, c.err)
-		assert.Equal(t, c.status, rec.Code, c.code)
-		var env map[string]map[string]string
-		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &env))
-		assert.Equal(t, map[string]string{"message": c.err.Message, "type": "lease_error", "code": c.code}, env["error"])
+		var le *lease.Error
+		require.ErrorAs(t, c.err, &le, c.name)
+		assert.Equal(t, c.code, le.Code, c.name)
+		assert.Equal(t, c.status, le.Status, c.name)
+		assert.ErrorIs(t, c.err, c.sentinel, c.name)
+		assert.Equal(t, c.sentinel, le.Unwrap(), c.name)
 	}
-}
-
-func TestWriteErrorHidesOtherErrors(t *testing.T) {
-	rec := httptest.NewRecorder()
-	lease.WriteError(rec, errors.New("redis: connection refused at 10.0.0.7"))
-	assert.Equal(t, 503, rec.Code)
-	assert.NotContains(t, rec.Body.String(), "10.0.0.7")
-	assert.Contains(t, rec.Body.String(), "LEASE_SERVICE_UNAVAILABLE")
-}
-
-func TestWriteErrorCapacity(t *testing.T) {
-	rec := httptest.NewRecorder()
-	lease.WriteError(rec, &lease.CapacityError{RetryAfter: 17 * time.Second, Eligible: 3})
-	assert.Equal(t, 429, rec.Code)
-	assert.Equal(t, "17", rec.Header().Get("Retry-After"))
-	assert.JSONEq(t, `{"state":"WAITING_FOR_CAPACITY","error":{"type":"lease_error","code":"LEASE_CAPACITY_UNAVAILABLE",
-		"message":"Exclusive managed session capacity is temporarily unavailable"},"reason":"NO_FREE_ELIGIBLE_CONNECTION",
-		"retryAfter":17,"eligibleCount":3,"freeCount":0}`, rec.Body.String())
 }

@@ -13,59 +13,40 @@ const (
 	StateInvalidated State = "INVALIDATED"
 )
 
-// Reason says why a lease ended.
+// Reason says why a lease ended. The contract's reasons are
+// AUTHORIZATION_CHANGED, CLIENT_CANCELLED, CONNECTION_INELIGIBLE,
+// HEALTH_OR_COOLDOWN, MANAGED_KEY_REVOKED, MODEL_INELIGIBLE, OWNER_EXIT,
+// QUOTA_UNAVAILABLE and TTL_EXPIRED. The two that [Manager.ReleaseAt]
+// takes have constants; the others are written as values, for example
+// lease.Reason("MANAGED_KEY_REVOKED").
+//
+// [Manager.ReleaseAt] accepts ReasonOwnerExit (the default) and
+// ReasonClientCancelled; [Manager.InvalidateAt] accepts any of them except
+// TTL_EXPIRED, which only expiry sets (always with State EXPIRED). A lease
+// that [Manager.SelectAt] or [Manager.AcquireAt] moves to another
+// connection, or that SelectAt gives up for lack of a free candidate, ends
+// with CONNECTION_INELIGIBLE.
 type Reason string
 
-// End reasons. ReleaseAt accepts ReasonOwnerExit (the default) and
-// ReasonClientCancelled; InvalidateAt and TransitionAt accept any of them
-// except ReasonTTLExpired, which only expiry sets.
+// The release reasons.
 const (
-	ReasonAuthorizationChanged Reason = "AUTHORIZATION_CHANGED"
-	ReasonClientCancelled      Reason = "CLIENT_CANCELLED"
-	ReasonConnectionIneligible Reason = "CONNECTION_INELIGIBLE"
-	ReasonHealthOrCooldown     Reason = "HEALTH_OR_COOLDOWN"
-	ReasonManagedKeyRevoked    Reason = "MANAGED_KEY_REVOKED"
-	ReasonModelIneligible      Reason = "MODEL_INELIGIBLE"
-	ReasonOwnerExit            Reason = "OWNER_EXIT"
-	ReasonQuotaUnavailable     Reason = "QUOTA_UNAVAILABLE"
-	ReasonTTLExpired           Reason = "TTL_EXPIRED"
+	ReasonOwnerExit       Reason = "OWNER_EXIT"
+	ReasonClientCancelled Reason = "CLIENT_CANCELLED"
+
+	reasonConnectionIneligible Reason = "CONNECTION_INELIGIBLE"
+	reasonTTLExpired           Reason = "TTL_EXPIRED"
 )
 
-// Valid reports whether r is one of the end reasons above.
-func (r Reason) Valid() bool {
+// validReason reports whether r is one of the contract's end reasons.
+func validReason(r Reason) bool {
 	switch r {
-	case ReasonAuthorizationChanged, ReasonClientCancelled, ReasonConnectionIneligible,
-		ReasonHealthOrCooldown, ReasonManagedKeyRevoked, ReasonModelIneligible,
-		ReasonOwnerExit, ReasonQuotaUnavailable, ReasonTTLExpired:
+	case "AUTHORIZATION_CHANGED", ReasonClientCancelled, reasonConnectionIneligible,
+		"HEALTH_OR_COOLDOWN", "MANAGED_KEY_REVOKED", "MODEL_INELIGIBLE",
+		ReasonOwnerExit, "QUOTA_UNAVAILABLE", reasonTTLExpired:
 		return true
 	}
 	return false
 }
-
-// Result is the outcome code of a store operation.
-type Result string
-
-// Results of store operations and fence checks.
-const (
-	// Acquire.
-	ResultAcquired           Result = "ACQUIRED"
-	ResultReused             Result = "REUSED"
-	ResultOwnerAlreadyActive Result = "OWNER_ALREADY_ACTIVE"
-	ResultConnectionBusy     Result = "CONNECTION_BUSY"
-	// Transition, renew, release, invalidate.
-	ResultTransitioned Result = "TRANSITIONED"
-	ResultRenewed      Result = "RENEWED"
-	ResultReleased     Result = "RELEASED"
-	ResultInvalidated  Result = "INVALIDATED"
-	ResultStale        Result = "STALE"
-	// Fence.
-	ResultRequired              Result = "REQUIRED"
-	ResultAuthorizationMismatch Result = "AUTHORIZATION_MISMATCH"
-	ResultConnectionMismatch    Result = "CONNECTION_MISMATCH"
-	ResultValid                 Result = "VALID"
-	// Reconcile (events only).
-	ResultExpired Result = "EXPIRED"
-)
 
 // Lease is one lease record: one owner bound to one connection for one
 // generation. It holds the owner's digest, never the token.
@@ -86,8 +67,8 @@ type Lease struct {
 	EndReason Reason
 }
 
-// ActiveAt reports whether l is active and unexpired at now.
-func (l Lease) ActiveAt(now time.Time) bool {
+// activeAt reports whether l is active and unexpired at now.
+func (l *Lease) activeAt(now time.Time) bool {
 	return l.State == StateActive && now.Before(l.ExpiresAt)
 }
 
@@ -99,19 +80,37 @@ type Holder struct {
 	Generation uint64
 }
 
-// Matches reports whether l belongs to h: same owner (compared in constant
+// matches reports whether l belongs to h: same owner (compared in constant
 // time), API key and generation.
-func (h Holder) Matches(l Lease) bool {
-	return l.Generation == h.Generation && l.APIKeyID == h.APIKeyID && l.Owner.Equal(h.Owner)
+func (h *Holder) matches(l *Lease) bool {
+	return l.Generation == h.Generation && l.APIKeyID == h.APIKeyID && equalHash(l.Owner, h.Owner)
 }
 
-// Event reports a change of lease state to [Config.OnChange].
+// Event reports one change of lease state to [Config.OnChange]. It carries
+// the lease after the change (its key fields Owner, APIKeyID, Provider,
+// Connection and Generation, and its State, ExpiresAt, EndedAt and
+// EndReason), which is enough to persist the change without reading back:
+//
+//   - a new lease: From is empty and State is ACTIVE;
+//   - a lease renewed (or acquired again by its owner): From and State are
+//     ACTIVE;
+//   - a lease moved to another connection with its generation: Previous is
+//     the lease left behind (INVALIDATED, reason CONNECTION_INELIGIBLE),
+//     From and State are ACTIVE;
+//   - a lease that ended (released, invalidated or expired): Removed is
+//     set, From is ACTIVE and State says how it ended.
 type Event struct {
-	// Result is what happened: ACQUIRED, REUSED, TRANSITIONED, RENEWED,
-	// RELEASED, INVALIDATED or EXPIRED.
-	Result Result
-	// Lease is the lease after the change.
-	Lease Lease
-	// Previous is the lease that was left behind by a transition.
+	Lease
+	// At is the caller's now of the change (for an expiry, the now of
+	// the ReconcileAt that noticed it).
+	At time.Time
+	// From is the state before the change: empty for a new lease, else
+	// ACTIVE.
+	From State
+	// Removed is set when the lease ended and no longer holds its
+	// connection.
+	Removed bool
+	// Previous is, for a move to another connection, the lease that was
+	// left behind; zero otherwise.
 	Previous Lease
 }

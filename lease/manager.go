@@ -2,15 +2,13 @@ package lease
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"slices"
 	"time"
 )
 
 // Manager runs the lease lifecycle over a [Store]: it validates input,
 // applies the TTL, chooses a connection among candidates, turns store
-// results into errors and reports changes to [Config.OnChange].
+// answers into *[Error] refusals and reports changes to [Config.OnChange].
 //
 // A Manager is safe for concurrent use. Create one with [New]; the zero
 // value is not usable.
@@ -22,11 +20,11 @@ type Manager struct {
 }
 
 // New returns a Manager for c (normalised). A nil c.Store means a new
-// [MemoryStore].
+// in-memory store ([NewMemoryStore]).
 func New(c Config) *Manager {
 	c = c.Normalize()
 	if c.Store == nil {
-		c.Store = NewMemoryStore(c)
+		c.Store = newMemoryStore(c)
 	}
 	m := &Manager{store: c.Store, ttl: c.TTL, onChange: c.OnChange}
 	m.held, _ = c.Store.(heldChecker)
@@ -39,149 +37,119 @@ type heldChecker interface {
 	heldUntil(connection string, now time.Time) (time.Time, bool)
 }
 
-// Store returns the store behind m.
-func (m *Manager) Store() Store { return m.store }
-
-// TTL returns the lease lifetime m applies when a [Claim] names none.
-func (m *Manager) TTL() time.Duration { return m.ttl }
-
-// Claim asks for a lease on one of several candidate connections.
-type Claim struct {
-	Owner    OwnerHash
-	APIKeyID string
-	Provider string
-	// Candidates are the connections the caller may lease, in order of
-	// preference, already narrowed to those that are eligible (health,
-	// cooldown, quota, model rules) and allowed for the API key.
-	Candidates []string
-	// TTL is the lease lifetime; zero means the Manager's TTL. It is
-	// clamped with ClampTTL.
-	TTL time.Duration
-}
-
-func (m *Manager) ttlFor(d time.Duration) time.Duration {
-	if d <= 0 {
-		return m.ttl
-	}
-	return ClampTTL(d)
-}
-
 func (m *Manager) emit(e Event) {
 	if m.onChange != nil {
 		m.onChange(e)
 	}
 }
 
-// Acquire is shorthand for AcquireAt(ctx, c, time.Now()).
-func (m *Manager) Acquire(ctx context.Context, c Claim) (Lease, Result, error) {
-	return m.AcquireAt(ctx, c, time.Now())
+// changed reports a lease that is active after the change.
+func (m *Manager) changed(l Lease, renewed bool, now time.Time) {
+	e := Event{Lease: l, At: now}
+	if renewed {
+		e.From = StateActive
+	}
+	m.emit(e)
 }
 
-// AcquireAt gives c.Owner a lease on one of c.Candidates at now and
-// returns it with how it was obtained:
+// ended reports a lease that ended.
+func (m *Manager) ended(l Lease, now time.Time) {
+	m.emit(Event{Lease: l, At: now, From: StateActive, Removed: true})
+}
+
+// AcquireAt gives h.Owner, presenting API key h.APIKeyID, a lease on one
+// of candidates (connections of provider) at now. h.Generation is ignored:
+// the store assigns generations. candidates are the connections the
+// caller may lease, in order of preference, already narrowed to those
+// that are eligible (health, cooldown, quota, model rules) and allowed for
+// the API key.
 //
 //   - The owner's active lease under the same API key on a candidate is
-//     kept and its TTL restarted (REUSED).
+//     kept and its TTL restarted (same generation).
 //   - The owner's active lease under the same API key on a connection that
 //     is no longer a candidate moves to the first free candidate with the
-//     same generation (TRANSITIONED, reason CONNECTION_INELIGIBLE).
+//     same generation (the old lease ends INVALIDATED, reason
+//     CONNECTION_INELIGIBLE).
 //   - Otherwise the first candidate not held by another owner is leased
-//     with a new generation (ACQUIRED).
+//     with a new generation.
 //
-// Errors: [ErrContextRequired] for a zero owner, [ErrNoEligibleConnection]
+// Refusals: [ErrContextRequired] for a zero owner, [ErrNoEligibleConnection]
 // without candidates, [ErrOwnerAlreadyActive] when the owner is active
-// under another API key (its lease is unchanged), a *[CapacityError] when
-// every candidate is held by another owner, [ErrFenceStale] when the
-// owner's lease changed concurrently, and store failures.
-func (m *Manager) AcquireAt(ctx context.Context, c Claim, now time.Time) (Lease, Result, error) {
-	if c.Owner.IsZero() {
-		return Lease{}, "", ErrContextRequired
+// under another API key (its lease is unchanged), [ErrCapacityUnavailable]
+// (with Until, RetryAfter, Eligible and Free) when every candidate is held
+// by another owner, [ErrFenceStale] when the owner's lease changed
+// concurrently, [ErrServiceUnavailable] when the store is full or the
+// owner's generations are exhausted; and store failures.
+func (m *Manager) AcquireAt(ctx context.Context, h Holder, provider string, candidates []string, now time.Time) (Lease, error) {
+	if h.Owner.isZero() {
+		return Lease{}, errContextRequired
 	}
-	if len(c.Candidates) == 0 {
-		return Lease{}, "", ErrNoEligibleConnection
+	if len(candidates) == 0 {
+		return Lease{}, errNoEligible
 	}
-	ttl := m.ttlFor(c.TTL)
-	cur, ok, err := m.store.Owned(ctx, c.Owner, now)
+	cur, ok, err := m.store.Owned(ctx, h.Owner, now)
 	if err != nil {
-		return Lease{}, "", err
+		return Lease{}, err
 	}
 	if ok {
-		if cur.APIKeyID != c.APIKeyID {
-			return Lease{}, "", ErrOwnerAlreadyActive
+		if cur.APIKeyID != h.APIKeyID {
+			return Lease{}, errOwnerActive
 		}
-		if !slices.Contains(c.Candidates, cur.Connection) {
-			h := Holder{Owner: c.Owner, APIKeyID: c.APIKeyID, Generation: cur.Generation}
-			l, err := m.move(ctx, h, c.Provider, c.Candidates, ttl, now)
-			if err != nil {
-				return Lease{}, "", err
-			}
-			return l, ResultTransitioned, nil
+		if !slices.Contains(candidates, cur.Connection) {
+			h.Generation = cur.Generation
+			return m.move(ctx, h, provider, candidates, reasonConnectionIneligible, now)
 		}
-		return m.acquireOne(ctx, c, cur.Connection, ttl, now)
+		l, until, busy, err := m.tryAcquire(ctx, h, provider, cur.Connection, now)
+		if err == nil && busy {
+			return Lease{}, capacityError(until, now, len(candidates), 0)
+		}
+		return l, err
 	}
 	var earliest time.Time
-	for _, conn := range c.Candidates {
-		l, res, busy, err := m.tryAcquire(ctx, c, conn, ttl, now)
-		if err != nil || busy.IsZero() {
-			return l, res, err
+	for _, conn := range candidates {
+		l, until, busy, err := m.tryAcquire(ctx, h, provider, conn, now)
+		if err != nil || !busy {
+			return l, err
 		}
-		earliest = earlier(earliest, busy)
+		earliest = earlier(earliest, until)
 	}
-	return Lease{}, "", newCapacityError(earliest, now, len(c.Candidates), 0)
+	return Lease{}, capacityError(earliest, now, len(candidates), 0)
 }
 
-// acquireOne acquires (renews) conn, the owner's current connection.
-func (m *Manager) acquireOne(ctx context.Context, c Claim, conn string, ttl time.Duration, now time.Time) (Lease, Result, error) {
-	l, res, busy, err := m.tryAcquire(ctx, c, conn, ttl, now)
-	if err == nil && !busy.IsZero() {
-		return Lease{}, "", newCapacityError(busy, now, len(c.Candidates), 0)
-	}
-	return l, res, err
-}
-
-// tryAcquire asks the store for conn. It returns the lease, or the time the
-// connection's current holder expires when it is busy, or an error.
-func (m *Manager) tryAcquire(ctx context.Context, c Claim, conn string, ttl time.Duration, now time.Time) (Lease, Result, time.Time, error) {
-	out, err := m.store.Acquire(ctx, Request{Owner: c.Owner, APIKeyID: c.APIKeyID, Provider: c.Provider, Connection: conn, TTL: ttl}, now)
+// tryAcquire asks the store for conn. It returns the lease, or when the
+// connection is held by another owner busy and the time that holder
+// expires, or an error.
+func (m *Manager) tryAcquire(ctx context.Context, h Holder, provider, conn string, now time.Time) (l Lease, until time.Time, busy bool, err error) {
+	l, renewed, err := m.store.Acquire(ctx, h, provider, conn, m.ttl, now)
 	if err != nil {
-		return Lease{}, "", time.Time{}, err
+		if until, ok := busyUntil(err); ok {
+			return Lease{}, until, true, nil
+		}
+		return Lease{}, time.Time{}, false, refusal(err)
 	}
-	switch out.Result {
-	case ResultAcquired, ResultReused:
-		m.emit(Event{Result: out.Result, Lease: out.Lease})
-		return out.Lease, out.Result, time.Time{}, nil
-	case ResultOwnerAlreadyActive:
-		return Lease{}, "", time.Time{}, ErrOwnerAlreadyActive
-	case ResultConnectionBusy:
-		return Lease{}, "", out.BusyUntil, nil
-	}
-	return Lease{}, "", time.Time{}, ErrServiceUnavailable
+	m.changed(l, renewed, now)
+	return l, time.Time{}, false, nil
 }
 
 // move transitions h's lease to the first free candidate. It returns a
-// *CapacityError when every candidate is held by another owner.
-func (m *Manager) move(ctx context.Context, h Holder, provider string, candidates []string, ttl time.Duration, now time.Time) (Lease, error) {
+// capacity refusal when every candidate is held by another owner.
+func (m *Manager) move(ctx context.Context, h Holder, provider string, candidates []string, reason Reason, now time.Time) (Lease, error) {
 	var earliest time.Time
 	for _, conn := range candidates {
-		out, err := m.store.Transition(ctx, h, provider, conn, ReasonConnectionIneligible, ttl, now)
+		l, prev, err := m.store.Transition(ctx, h, provider, conn, reason, m.ttl, now)
 		if err != nil {
-			return Lease{}, err
+			if until, ok := busyUntil(err); ok {
+				earliest = earlier(earliest, until)
+				continue
+			}
+			return Lease{}, refusal(err)
 		}
-		switch out.Result {
-		case ResultTransitioned:
-			m.emit(Event{Result: out.Result, Lease: out.Lease, Previous: out.Previous})
-			return out.Lease, nil
-		case ResultReused:
-			return out.Lease, nil
-		case ResultConnectionBusy:
-			earliest = earlier(earliest, out.BusyUntil)
-		case ResultStale:
-			return Lease{}, ErrFenceStale
-		default:
-			return Lease{}, ErrServiceUnavailable
+		if prev.State != "" {
+			m.emit(Event{Lease: l, At: now, From: StateActive, Previous: prev})
 		}
+		return l, nil
 	}
-	return Lease{}, newCapacityError(earliest, now, len(candidates), 0)
+	return Lease{}, capacityError(earliest, now, len(candidates), 0)
 }
 
 func earlier(a, b time.Time) time.Time {
@@ -191,56 +159,29 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
-// Fence is shorthand for FenceAt(ctx, h, connection, time.Now()).
-func (m *Manager) Fence(ctx context.Context, h Holder, connection string) error {
-	return m.FenceAt(ctx, h, connection, time.Now())
-}
-
 // FenceAt checks, before a request is dispatched on connection, that h
 // presents the owner's active lease at now. It returns nil when it does,
-// and otherwise one of the sentinels [ErrRequired] (no active lease, or it
-// expired), [ErrFenceStale] (another generation),
-// [ErrAuthorizationMismatch] (another API key; matches ErrFenceStale) or
-// [ErrConnectionMismatch] (another connection), or a store failure. With
-// the in-memory store it does not allocate. Pass an empty connection to
-// check only owner, generation and API key.
+// and otherwise an *[Error] matching [ErrRequired] (no active lease, or it
+// expired), [ErrFenceStale] (another generation; or another API key, with
+// Detail "lease held under another api key") or [ErrConnectionMismatch]
+// (another connection); [ErrContextRequired] for a
+// zero owner; or a store failure. Pass an empty connection to check only
+// owner, generation and API key. With the in-memory store it does not
+// allocate, refusals included.
 func (m *Manager) FenceAt(ctx context.Context, h Holder, connection string, now time.Time) error {
-	if h.Owner.IsZero() {
-		return ErrContextRequired
+	if h.Owner.isZero() {
+		return errContextRequired
 	}
-	r, err := m.store.Fence(ctx, h, connection, now)
-	if err != nil {
-		return err
-	}
-	if connection == "" && r == ResultConnectionMismatch {
+	err := m.store.Fence(ctx, h, connection, now)
+	if connection == "" && (err == ErrConnectionMismatch || isCode(err, CodeConnectionMismatch)) {
 		return nil
 	}
-	return fenceError(r)
+	return refusal(err)
 }
 
-// FenceRequest is shorthand for FenceRequestAt(ctx, h, apiKeyID,
-// connection, time.Now()).
-func (m *Manager) FenceRequest(ctx context.Context, h http.Header, apiKeyID, connection string) (Holder, error) {
-	return m.FenceRequestAt(ctx, h, apiKeyID, connection, time.Now())
-}
-
-// FenceRequestAt reads the lease headers of a request made with API key
-// apiKeyID ([ParseHeader]) and fences them ([Manager.FenceAt]) for
-// connection at now. It returns the holder the headers present, and the
-// first error of either step. With the in-memory store it does not
-// allocate.
-func (m *Manager) FenceRequestAt(ctx context.Context, h http.Header, apiKeyID, connection string, now time.Time) (Holder, error) {
-	owner, gen, err := ParseHeader(h)
-	if err != nil {
-		return Holder{}, err
-	}
-	hd := Holder{Owner: owner, APIKeyID: apiKeyID, Generation: gen}
-	return hd, m.FenceAt(ctx, hd, connection, now)
-}
-
-// Held is shorthand for HeldAt(ctx, connection, time.Now()).
-func (m *Manager) Held(ctx context.Context, connection string) (time.Time, bool, error) {
-	return m.HeldAt(ctx, connection, time.Now())
+func isCode(err error, code string) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == code
 }
 
 // HeldAt reports whether connection is held by a live lease at now, and
@@ -263,180 +204,98 @@ func (m *Manager) HeldAt(ctx context.Context, connection string, now time.Time) 
 	return l.ExpiresAt, true, nil
 }
 
-func fenceError(r Result) error {
-	switch r {
-	case ResultValid:
-		return nil
-	case ResultRequired:
-		return ErrRequired
-	case ResultStale:
-		return ErrFenceStale
-	case ResultAuthorizationMismatch:
-		return ErrAuthorizationMismatch
-	case ResultConnectionMismatch:
-		return ErrConnectionMismatch
-	}
-	return ErrServiceUnavailable
-}
-
-// Select is shorthand for SelectAt(ctx, h, provider, candidates, time.Now()).
-func (m *Manager) Select(ctx context.Context, h Holder, provider string, candidates []string) (Lease, error) {
-	return m.SelectAt(ctx, h, provider, candidates, time.Now())
-}
-
 // SelectAt picks the connection for a request that carries lease h, among
-// candidates (the connections eligible for this request, allowed for the
-// API key). When the leased connection is a candidate the lease is
-// returned unchanged. Otherwise the lease moves to the first free
-// candidate with the same generation (TRANSITIONED, reason
+// candidates (the connections of provider eligible for this request,
+// allowed for the API key). When the leased connection is a candidate the
+// lease is returned unchanged, even when a strategy would prefer another.
+// Otherwise the lease moves to the first free candidate with the same
+// generation (the old lease ends INVALIDATED, reason
 // CONNECTION_INELIGIBLE). When every candidate is held by another owner
-// the lease is invalidated (CONNECTION_INELIGIBLE) and a *[CapacityError]
-// is returned.
+// the lease is invalidated (CONNECTION_INELIGIBLE) and an
+// [ErrCapacityUnavailable] refusal is returned.
 //
-// Errors: the fence errors of [Manager.FenceAt] (without
-// ErrConnectionMismatch), [ErrNoEligibleConnection] when candidates is
-// empty (the lease is kept; the caller answers with its ordinary routing
-// error, which is not lease contention), and store failures.
+// Refusals: those of [Manager.FenceAt] (without ErrConnectionMismatch),
+// [ErrNoEligibleConnection] when candidates is empty (the lease is kept;
+// the caller answers with its ordinary routing error, which is not lease
+// contention), and store failures.
 func (m *Manager) SelectAt(ctx context.Context, h Holder, provider string, candidates []string, now time.Time) (Lease, error) {
-	if h.Owner.IsZero() {
-		return Lease{}, ErrContextRequired
+	if h.Owner.isZero() {
+		return Lease{}, errContextRequired
 	}
 	cur, ok, err := m.store.Owned(ctx, h.Owner, now)
 	if err != nil {
 		return Lease{}, err
 	}
 	if !ok {
-		return Lease{}, ErrRequired
+		return Lease{}, errRequired
 	}
-	if err := fenceError(fence(&cur, h, cur.Connection)); err != nil {
-		return Lease{}, err
+	if err := fence(&cur, &h, cur.Connection); err != nil {
+		return Lease{}, refusal(err)
 	}
 	if slices.Contains(candidates, cur.Connection) {
 		return cur, nil
 	}
 	if len(candidates) == 0 {
-		return Lease{}, ErrNoEligibleConnection
+		return Lease{}, errNoEligible
 	}
-	l, err := m.move(ctx, h, provider, candidates, m.ttl, now)
-	var ce *CapacityError
-	if errors.As(err, &ce) {
-		if _, ierr := m.InvalidateAt(ctx, h, ReasonConnectionIneligible, now); ierr != nil && !errors.Is(ierr, ErrFenceStale) {
+	l, err := m.move(ctx, h, provider, candidates, reasonConnectionIneligible, now)
+	if isCode(err, CodeCapacityUnavailable) {
+		if _, ierr := m.InvalidateAt(ctx, h, reasonConnectionIneligible, now); ierr != nil && !isCode(ierr, CodeFenceStale) {
 			return Lease{}, ierr
 		}
-		return Lease{}, ce
+		return Lease{}, err
 	}
 	return l, err
-}
-
-// Renew is shorthand for RenewAt(ctx, h, time.Now()).
-func (m *Manager) Renew(ctx context.Context, h Holder) (Lease, error) {
-	return m.RenewAt(ctx, h, time.Now())
 }
 
 // RenewAt restarts the TTL of h's active lease at now. A lease that has
 // expired cannot be renewed. Any mismatch gives [ErrFenceStale].
 func (m *Manager) RenewAt(ctx context.Context, h Holder, now time.Time) (Lease, error) {
-	out, err := m.store.Renew(ctx, h, m.ttl, now)
+	l, err := m.store.Renew(ctx, h, m.ttl, now)
 	if err != nil {
-		return Lease{}, err
+		return Lease{}, refusal(err)
 	}
-	if out.Result != ResultRenewed {
-		return Lease{}, ErrFenceStale
-	}
-	m.emit(Event{Result: out.Result, Lease: out.Lease})
-	return out.Lease, nil
-}
-
-// Release is shorthand for ReleaseAt(ctx, h, reason, time.Now()).
-func (m *Manager) Release(ctx context.Context, h Holder, reason Reason) (Lease, error) {
-	return m.ReleaseAt(ctx, h, reason, time.Now())
+	m.changed(l, true, now)
+	return l, nil
 }
 
 // ReleaseAt ends h's active lease at now. reason is ReasonOwnerExit (also
 // used when reason is empty) or ReasonClientCancelled; anything else gives
-// [ErrActionInvalid]. Releasing an already released lease again succeeds
-// with the released lease; any other mismatch gives [ErrFenceStale].
+// [ErrInvalidConfig] with Field "reason". Releasing an already released
+// lease again succeeds with the released lease and reports no second
+// event; any other mismatch gives [ErrFenceStale].
 func (m *Manager) ReleaseAt(ctx context.Context, h Holder, reason Reason, now time.Time) (Lease, error) {
 	switch reason {
 	case "":
 		reason = ReasonOwnerExit
 	case ReasonOwnerExit, ReasonClientCancelled:
 	default:
-		return Lease{}, ErrActionInvalid
+		return Lease{}, errReleaseReason
 	}
-	out, err := m.store.Release(ctx, h, reason, now)
+	l, again, err := m.store.Release(ctx, h, reason, now)
 	if err != nil {
-		return Lease{}, err
+		return Lease{}, refusal(err)
 	}
-	if out.Result != ResultReleased {
-		return Lease{}, ErrFenceStale
+	if !again {
+		m.ended(l, now)
 	}
-	// A repeated release reports no second event.
-	if !out.Repeated {
-		m.emit(Event{Result: out.Result, Lease: out.Lease})
-	}
-	return out.Lease, nil
-}
-
-// Invalidate is shorthand for InvalidateAt(ctx, h, reason, time.Now()).
-func (m *Manager) Invalidate(ctx context.Context, h Holder, reason Reason) (Lease, error) {
-	return m.InvalidateAt(ctx, h, reason, time.Now())
+	return l, nil
 }
 
 // InvalidateAt ends the owner's active lease of exactly h.Generation (under
-// any API key) at now, for reason (any valid reason but TTL_EXPIRED, else
-// [ErrActionInvalid]). A different or inactive generation gives
-// [ErrFenceStale].
+// any API key) at now, for reason (any end reason of the contract but
+// TTL_EXPIRED, else [ErrInvalidConfig] with Field "reason"). A different
+// or inactive generation gives [ErrFenceStale].
 func (m *Manager) InvalidateAt(ctx context.Context, h Holder, reason Reason, now time.Time) (Lease, error) {
-	if !reason.Valid() || reason == ReasonTTLExpired {
-		return Lease{}, ErrActionInvalid
+	if !validReason(reason) || reason == reasonTTLExpired {
+		return Lease{}, errInvalidateReason
 	}
-	out, err := m.store.Invalidate(ctx, h, reason, now)
+	l, err := m.store.Invalidate(ctx, h, reason, now)
 	if err != nil {
-		return Lease{}, err
+		return Lease{}, refusal(err)
 	}
-	if out.Result != ResultInvalidated {
-		return Lease{}, ErrFenceStale
-	}
-	m.emit(Event{Result: out.Result, Lease: out.Lease})
-	return out.Lease, nil
-}
-
-// Transition is shorthand for TransitionAt(ctx, h, provider, connection,
-// reason, time.Now()).
-func (m *Manager) Transition(ctx context.Context, h Holder, provider, connection string, reason Reason) (Lease, Result, error) {
-	return m.TransitionAt(ctx, h, provider, connection, reason, time.Now())
-}
-
-// TransitionAt moves h's active lease to connection at now, keeping its
-// generation; the old lease ends INVALIDATED with reason (any valid reason
-// but TTL_EXPIRED, else [ErrActionInvalid]). The result is TRANSITIONED,
-// or REUSED when connection is already the leased one. A mismatch gives
-// [ErrFenceStale]; a connection held by another owner a *[CapacityError]
-// with one eligible and no free connection.
-func (m *Manager) TransitionAt(ctx context.Context, h Holder, provider, connection string, reason Reason, now time.Time) (Lease, Result, error) {
-	if !reason.Valid() || reason == ReasonTTLExpired {
-		return Lease{}, "", ErrActionInvalid
-	}
-	out, err := m.store.Transition(ctx, h, provider, connection, reason, m.ttl, now)
-	if err != nil {
-		return Lease{}, "", err
-	}
-	switch out.Result {
-	case ResultTransitioned:
-		m.emit(Event{Result: out.Result, Lease: out.Lease, Previous: out.Previous})
-		return out.Lease, out.Result, nil
-	case ResultReused:
-		return out.Lease, out.Result, nil
-	case ResultConnectionBusy:
-		return Lease{}, "", newCapacityError(out.BusyUntil, now, 1, 0)
-	}
-	return Lease{}, "", ErrFenceStale
-}
-
-// Status is shorthand for StatusAt(ctx, h, time.Now()).
-func (m *Manager) Status(ctx context.Context, h Holder) (Lease, error) {
-	return m.StatusAt(ctx, h, time.Now())
+	m.ended(l, now)
+	return l, nil
 }
 
 // StatusAt returns h's active lease at now. When the owner has no active
@@ -447,51 +306,29 @@ func (m *Manager) StatusAt(ctx context.Context, h Holder, now time.Time) (Lease,
 	if err != nil {
 		return Lease{}, err
 	}
-	if !ok || !h.Matches(l) {
-		return Lease{}, ErrFenceStale
+	if !ok || !h.matches(&l) {
+		return Lease{}, errFenceStale
 	}
 	return l, nil
 }
 
-// Reconcile is shorthand for ReconcileAt(ctx, time.Now()).
-func (m *Manager) Reconcile(ctx context.Context) (int, error) {
-	return m.ReconcileAt(ctx, time.Now())
-}
-
-// ReconcileAt ends every lease that has expired at now, reports each as an
-// EXPIRED event and returns how many there were. Expiry also happens
-// lazily without it; call it to learn of expiries promptly.
+// ReconcileAt ends every lease that has expired at now, reports each with
+// an event (State EXPIRED, Removed) and returns how many there were.
+// Expiry also happens lazily without it; call it to learn of expiries
+// promptly.
 func (m *Manager) ReconcileAt(ctx context.Context, now time.Time) (int, error) {
 	expired, err := m.store.Reconcile(ctx, now)
 	if err != nil {
 		return 0, err
 	}
 	for _, l := range expired {
-		m.emit(Event{Result: ResultExpired, Lease: l})
+		m.ended(l, now)
 	}
 	return len(expired), nil
-}
-
-// Snapshot is shorthand for SnapshotAt(ctx, time.Now()).
-func (m *Manager) Snapshot(ctx context.Context) ([]Lease, error) {
-	return m.SnapshotAt(ctx, time.Now())
 }
 
 // SnapshotAt lists the active leases at now, ordered by connection, for
 // health and admin views. The leases carry owner digests, never tokens.
 func (m *Manager) SnapshotAt(ctx context.Context, now time.Time) ([]Lease, error) {
 	return m.store.List(ctx, now)
-}
-
-// ScopeExclusive is the API key scope that makes a key managed.
-const ScopeExclusive = "lease:exclusive"
-
-// ValidateKeyPolicy checks an API key's configuration when it is created
-// or changed: a key whose scopes include [ScopeExclusive] must have at
-// least one allowed connection, else [ErrKeyPolicyInvalid].
-func ValidateKeyPolicy(scopes, allowedConnections []string) error {
-	if slices.Contains(scopes, ScopeExclusive) && len(allowedConnections) == 0 {
-		return ErrKeyPolicyInvalid
-	}
-	return nil
 }

@@ -22,30 +22,105 @@ var (
 	hashB = lease.HashOwner(leasetest.Owner('B'))
 )
 
-func claim(owner lease.OwnerHash, key string, cands ...string) lease.Claim {
-	return lease.Claim{Owner: owner, APIKeyID: key, Provider: "openai", Candidates: cands}
+// claimT is what an acquire asks for.
+type claimT struct {
+	h        lease.Holder
+	provider string
+	cands    []string
+}
+
+// connectionIneligible is the end reason of a lease the Manager moves or
+// gives up.
+const connectionIneligible = lease.Reason("CONNECTION_INELIGIBLE")
+
+// assertAuthMismatch checks the refusal for the right owner and generation
+// presented through another API key: LEASE_FENCE_STALE, 409, with the
+// documented Detail.
+func assertAuthMismatch(t *testing.T, err error) {
+	t.Helper()
+	var le *lease.Error
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, lease.CodeFenceStale, le.Code)
+	assert.Equal(t, 409, le.Status)
+	assert.Equal(t, "lease held under another api key", le.Detail)
+	assert.ErrorIs(t, err, lease.ErrFenceStale)
+}
+
+func claim(owner lease.OwnerHash, key string, cands ...string) claimT {
+	return claimT{h: lease.Holder{Owner: owner, APIKeyID: key}, provider: "openai", cands: cands}
+}
+
+// manager is a Manager that records its events.
+type manager struct {
+	*lease.Manager
+	mu     sync.Mutex
+	events []lease.Event
+}
+
+func newManager(c lease.Config) *manager {
+	m := &manager{}
+	next := c.OnChange
+	c.OnChange = func(e lease.Event) {
+		m.mu.Lock()
+		m.events = append(m.events, e)
+		m.mu.Unlock()
+		if next != nil {
+			next(e)
+		}
+	}
+	m.Manager = lease.New(c)
+	return m
+}
+
+// kind names the change an event reports, in the contract's words.
+func kind(e lease.Event) string {
+	switch {
+	case e.Removed:
+		return string(e.State)
+	case e.Previous.State != "":
+		return "TRANSITIONED"
+	case e.From == "":
+		return "ACQUIRED"
+	}
+	return "RENEWED"
+}
+
+// acquire runs AcquireAt and returns the kind of the change it made ("" for
+// none).
+func (m *manager) acquire(c claimT, now time.Time) (lease.Lease, string, error) {
+	m.mu.Lock()
+	n := len(m.events)
+	m.mu.Unlock()
+	l, err := m.AcquireAt(ctx, c.h, c.provider, c.cands, now)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	res := ""
+	if len(m.events) > n {
+		res = kind(m.events[len(m.events)-1])
+	}
+	return l, res, err
 }
 
 func TestAcquireScenarioNewAndReused(t *testing.T) {
-	m := lease.New(lease.Config{})
-	l, res, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	m := newManager(lease.Config{})
+	l, res, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
-	assert.Equal(t, lease.ResultAcquired, res)
+	assert.Equal(t, "ACQUIRED", res)
 	assert.Equal(t, uint64(1), l.Generation)
 	assert.Equal(t, T0.Add(120*time.Second), l.ExpiresAt)
 
-	l, res, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(time.Second))
+	l, res, err = m.acquire(claim(hashA, "k1", "c1"), T0.Add(time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, lease.ResultReused, res)
+	assert.Equal(t, "RENEWED", res, "acquiring again renews")
 	assert.Equal(t, uint64(1), l.Generation)
 	assert.Equal(t, T0.Add(121*time.Second), l.ExpiresAt)
 }
 
 func TestAcquireSecondKeyKeepsBinding(t *testing.T) {
-	m := lease.New(lease.Config{})
-	first, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	m := newManager(lease.Config{})
+	first, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
-	_, _, err = m.AcquireAt(ctx, claim(hashA, "k2", "c2"), T0.Add(time.Second))
+	_, _, err = m.acquire(claim(hashA, "k2", "c2"), T0.Add(time.Second))
 	assert.ErrorIs(t, err, lease.ErrOwnerAlreadyActive)
 	got, err := m.StatusAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}, T0.Add(time.Second))
 	require.NoError(t, err)
@@ -53,14 +128,16 @@ func TestAcquireSecondKeyKeepsBinding(t *testing.T) {
 }
 
 func TestAcquireCapacity(t *testing.T) {
-	m := lease.New(lease.Config{})
-	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	m := newManager(lease.Config{})
+	_, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
-	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c1"), T0.Add(30*time.Second))
-	var ce *lease.CapacityError
+	_, _, err = m.acquire(claim(hashB, "k1", "c1"), T0.Add(30*time.Second))
+	var ce *lease.Error
 	require.ErrorAs(t, err, &ce)
 	assert.ErrorIs(t, err, lease.ErrCapacityUnavailable)
-	assert.Equal(t, T0.Add(120*time.Second), ce.EarliestExpiry)
+	assert.Equal(t, lease.CodeCapacityUnavailable, ce.Code)
+	assert.Equal(t, 429, ce.Status)
+	assert.Equal(t, T0.Add(120*time.Second), ce.Until)
 	assert.Equal(t, 90*time.Second, ce.RetryAfter)
 	assert.Equal(t, 1, ce.Eligible)
 	assert.Equal(t, 0, ce.Free)
@@ -69,84 +146,81 @@ func TestAcquireCapacity(t *testing.T) {
 // Nine connections take nine owners on nine distinct connections; the
 // tenth waits until the earliest occupant expires.
 func TestAcquireCapacityScalesPerConnection(t *testing.T) {
-	m := lease.New(lease.Config{})
+	m := newManager(lease.Config{})
 	var conns []string
 	for i := range 9 {
 		conns = append(conns, fmt.Sprintf("c%d", i))
 	}
 	held := map[string]bool{}
 	for i := range 9 {
-		l, res, err := m.AcquireAt(ctx, claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", conns...), T0.Add(time.Duration(i)*time.Second))
+		l, res, err := m.acquire(claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", conns...), T0.Add(time.Duration(i)*time.Second))
 		require.NoError(t, err)
-		assert.Equal(t, lease.ResultAcquired, res)
+		assert.Equal(t, "ACQUIRED", res)
 		assert.False(t, held[l.Connection], "connection %s leased twice", l.Connection)
 		held[l.Connection] = true
 	}
-	_, _, err := m.AcquireAt(ctx, claim(lease.HashOwner("owner9"), "k1", conns...), T0.Add(10*time.Second))
-	var ce *lease.CapacityError
+	_, _, err := m.acquire(claim(lease.HashOwner("owner9"), "k1", conns...), T0.Add(10*time.Second))
+	var ce *lease.Error
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, T0.Add(120*time.Second), ce.EarliestExpiry)
+	assert.Equal(t, lease.CodeCapacityUnavailable, ce.Code)
+	assert.Equal(t, T0.Add(120*time.Second), ce.Until)
 	assert.Equal(t, 110*time.Second, ce.RetryAfter)
 	assert.Equal(t, 9, ce.Eligible)
 }
 
 // Scenario 11: connection top is leased by A, so B gets next.
 func TestAcquireSkipsForeignLease(t *testing.T) {
-	m := lease.New(lease.Config{})
-	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "top"), T0)
+	m := newManager(lease.Config{})
+	_, _, err := m.acquire(claim(hashA, "k1", "top"), T0)
 	require.NoError(t, err)
-	l, res, err := m.AcquireAt(ctx, claim(hashB, "k1", "top", "next"), T0)
+	l, res, err := m.acquire(claim(hashB, "k1", "top", "next"), T0)
 	require.NoError(t, err)
-	assert.Equal(t, lease.ResultAcquired, res)
+	assert.Equal(t, "ACQUIRED", res)
 	assert.Equal(t, "next", l.Connection)
 	assert.Equal(t, uint64(1), l.Generation)
 }
 
 func TestAcquireRejectsBadClaims(t *testing.T) {
-	m := lease.New(lease.Config{})
-	_, _, err := m.AcquireAt(ctx, claim(lease.OwnerHash{}, "k1", "c1"), T0)
+	m := newManager(lease.Config{})
+	_, _, err := m.acquire(claim(lease.OwnerHash{}, "k1", "c1"), T0)
 	assert.ErrorIs(t, err, lease.ErrContextRequired)
-	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1"), T0)
+	_, _, err = m.acquire(claim(hashA, "k1"), T0)
 	assert.ErrorIs(t, err, lease.ErrNoEligibleConnection)
 }
 
 func TestAcquireMovesWhenBoundConnectionIneligible(t *testing.T) {
-	m := lease.New(lease.Config{})
-	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1", "c2"), T0)
+	m := newManager(lease.Config{})
+	_, _, err := m.acquire(claim(hashA, "k1", "c1", "c2"), T0)
 	require.NoError(t, err)
-	l, res, err := m.AcquireAt(ctx, claim(hashA, "k1", "c2"), T0.Add(time.Second))
+	l, res, err := m.acquire(claim(hashA, "k1", "c2"), T0.Add(time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, lease.ResultTransitioned, res)
+	assert.Equal(t, "TRANSITIONED", res)
 	assert.Equal(t, "c2", l.Connection)
 	assert.Equal(t, uint64(1), l.Generation)
 }
 
-func TestAcquireClaimTTL(t *testing.T) {
-	m := lease.New(lease.Config{TTL: 10 * time.Second})
-	assert.Equal(t, 10*time.Second, m.TTL())
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+func TestAcquireConfigTTL(t *testing.T) {
+	m := newManager(lease.Config{TTL: 10 * time.Second})
+	l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	assert.Equal(t, T0.Add(10*time.Second), l.ExpiresAt)
-	c := claim(hashB, "k1", "c2")
-	c.TTL = time.Hour
-	l, _, err = m.AcquireAt(ctx, c, T0)
+	m = newManager(lease.Config{TTL: time.Hour})
+	l, _, err = m.acquire(claim(hashB, "k1", "c2"), T0)
 	require.NoError(t, err)
-	assert.Equal(t, T0.Add(30*time.Minute), l.ExpiresAt)
+	assert.Equal(t, T0.Add(30*time.Minute), l.ExpiresAt, "clamped to 30 min")
 }
 
 func TestFenceAt(t *testing.T) {
-	m := lease.New(lease.Config{})
+	m := newManager(lease.Config{})
 	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}
 	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0), lease.ErrRequired)
-	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	_, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	at := T0.Add(time.Second)
 	assert.NoError(t, m.FenceAt(ctx, h, "c1", at))
 	assert.NoError(t, m.FenceAt(ctx, h, "", at), "empty connection checks only owner, key, generation")
 	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}, "c1", at), lease.ErrFenceStale)
-	err = m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}, "c1", at)
-	assert.ErrorIs(t, err, lease.ErrAuthorizationMismatch)
-	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	assertAuthMismatch(t, m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}, "c1", at))
 	assert.ErrorIs(t, m.FenceAt(ctx, h, "c2", at), lease.ErrConnectionMismatch)
 	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{Owner: hashB, APIKeyID: "k1", Generation: 1}, "c1", at), lease.ErrRequired)
 	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{APIKeyID: "k1", Generation: 1}, "c1", at), lease.ErrContextRequired)
@@ -154,16 +228,43 @@ func TestFenceAt(t *testing.T) {
 }
 
 func TestFenceAtAllocatesNothing(t *testing.T) {
-	m := lease.New(lease.Config{})
-	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	m := newManager(lease.Config{})
+	_, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	valid := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}
 	stale := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}
+	otherKey := lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}
 	at := T0.Add(time.Second)
 	allocs := testing.AllocsPerRun(1000, func() {
 		if m.FenceAt(ctx, valid, "c1", at) != nil || m.FenceAt(ctx, stale, "c1", at) == nil ||
-			m.FenceAt(ctx, valid, "c9", at) == nil {
+			m.FenceAt(ctx, valid, "c9", at) == nil || m.FenceAt(ctx, otherKey, "c1", at) == nil {
 			t.Fatal("unexpected fence verdict")
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// mismatchStore answers every Fence with the authorization mismatch as a
+// Store outside the package builds it: no Status.
+type mismatchStore struct{ lease.Store }
+
+var storeMismatch = &lease.Error{Code: lease.CodeFenceStale, Detail: "lease held under another api key"}
+
+func (mismatchStore) Fence(context.Context, lease.Holder, string, time.Time) error {
+	return storeMismatch
+}
+
+// A Store's status-less authorization mismatch becomes the package's own
+// refusal (409, same Detail) without allocating or touching the store's
+// value.
+func TestFenceAtStoreAuthorizationMismatch(t *testing.T) {
+	m := lease.New(lease.Config{Store: mismatchStore{lease.NewMemoryStore(lease.Config{})}})
+	h := lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}
+	assertAuthMismatch(t, m.FenceAt(ctx, h, "c1", T0))
+	assert.Zero(t, storeMismatch.Status, "the store's value is not modified")
+	allocs := testing.AllocsPerRun(1000, func() {
+		if m.FenceAt(ctx, h, "c1", T0) == nil {
+			t.Fatal("fence passed")
 		}
 	})
 	assert.Zero(t, allocs)
@@ -173,11 +274,11 @@ func TestFenceAtAllocatesNothing(t *testing.T) {
 // is served on a free sibling with the same generation.
 func TestSelectMovesToFreeSibling(t *testing.T) {
 	var events []lease.Event
-	m := lease.New(lease.Config{OnChange: func(e lease.Event) { events = append(events, e) }})
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1", "c2", "c3"), T0)
+	m := newManager(lease.Config{OnChange: func(e lease.Event) { events = append(events, e) }})
+	l, _, err := m.acquire(claim(hashA, "k1", "c1", "c2", "c3"), T0)
 	require.NoError(t, err)
 	require.Equal(t, "c1", l.Connection)
-	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c2"), T0)
+	_, _, err = m.acquire(claim(hashB, "k1", "c2"), T0)
 	require.NoError(t, err)
 
 	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
@@ -194,48 +295,58 @@ func TestSelectMovesToFreeSibling(t *testing.T) {
 	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0.Add(2*time.Second)), lease.ErrConnectionMismatch)
 
 	require.Len(t, events, 3)
-	assert.Equal(t, lease.ResultTransitioned, events[2].Result)
-	assert.Equal(t, "c1", events[2].Previous.Connection)
-	assert.Equal(t, lease.ReasonConnectionIneligible, events[2].Previous.EndReason)
+	mv := events[2]
+	assert.Equal(t, "TRANSITIONED", kind(mv))
+	assert.Equal(t, T0.Add(2*time.Second), mv.At)
+	assert.Equal(t, lease.StateActive, mv.From)
+	assert.False(t, mv.Removed)
+	assert.Equal(t, moved, mv.Lease, "the event carries the lease after the move")
+	assert.Equal(t, "c1", mv.Previous.Connection)
+	assert.Equal(t, lease.StateInvalidated, mv.Previous.State)
+	assert.Equal(t, connectionIneligible, mv.Previous.EndReason)
 }
 
 func TestSelectWithoutFreeCandidateInvalidates(t *testing.T) {
 	var events []lease.Event
-	m := lease.New(lease.Config{OnChange: func(e lease.Event) { events = append(events, e) }})
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	m := newManager(lease.Config{OnChange: func(e lease.Event) { events = append(events, e) }})
+	l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
-	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c2"), T0.Add(10*time.Second))
+	_, _, err = m.acquire(claim(hashB, "k1", "c2"), T0.Add(10*time.Second))
 	require.NoError(t, err)
 	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
 	_, err = m.SelectAt(ctx, h, "openai", []string{"c2"}, T0.Add(20*time.Second))
-	var ce *lease.CapacityError
+	var ce *lease.Error
 	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, lease.CodeCapacityUnavailable, ce.Code)
 	assert.Equal(t, 110*time.Second, ce.RetryAfter)
-	assert.Equal(t, T0.Add(130*time.Second), ce.EarliestExpiry)
+	assert.Equal(t, T0.Add(130*time.Second), ce.Until)
 	assert.Equal(t, 1, ce.Eligible)
 	assert.Equal(t, 0, ce.Free)
 	assert.ErrorIs(t, m.FenceAt(ctx, h, "c1", T0.Add(20*time.Second)), lease.ErrRequired, "lease invalidated")
 
 	require.Len(t, events, 3)
 	inv := events[2]
-	assert.Equal(t, lease.ResultInvalidated, inv.Result)
+	assert.Equal(t, "INVALIDATED", kind(inv))
+	assert.True(t, inv.Removed)
+	assert.Equal(t, lease.StateActive, inv.From)
+	assert.Equal(t, T0.Add(20*time.Second), inv.At)
 	assert.Equal(t, lease.StateInvalidated, inv.Lease.State)
-	assert.Equal(t, lease.ReasonConnectionIneligible, inv.Lease.EndReason)
+	assert.Equal(t, connectionIneligible, inv.Lease.EndReason)
 	assert.Equal(t, T0.Add(20*time.Second), inv.Lease.EndedAt)
 	assert.Equal(t, "c1", inv.Lease.Connection)
 
 	// The next acquisition is a new generation.
-	l2, res, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(21*time.Second))
+	l2, res, err := m.acquire(claim(hashA, "k1", "c1"), T0.Add(21*time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, lease.ResultAcquired, res)
+	assert.Equal(t, "ACQUIRED", res)
 	assert.Equal(t, l.Generation+1, l2.Generation)
 }
 
 // Scenario 13: the only connection is banned, so nothing is eligible; the
 // answer is not lease contention and the lease is kept.
 func TestSelectWithoutCandidatesIsNotContention(t *testing.T) {
-	m := lease.New(lease.Config{})
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	m := newManager(lease.Config{})
+	l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
 	_, err = m.SelectAt(ctx, h, "openai", nil, T0.Add(time.Second))
@@ -245,24 +356,24 @@ func TestSelectWithoutCandidatesIsNotContention(t *testing.T) {
 }
 
 func TestSelectFence(t *testing.T) {
-	m := lease.New(lease.Config{})
+	m := newManager(lease.Config{})
 	_, err := m.SelectAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 1}, "openai", []string{"c1"}, T0)
 	assert.ErrorIs(t, err, lease.ErrRequired)
-	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	_, _, err = m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	_, err = m.SelectAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 2}, "openai", []string{"c1"}, T0)
 	assert.ErrorIs(t, err, lease.ErrFenceStale)
 	_, err = m.SelectAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: 1}, "openai", []string{"c1"}, T0)
-	assert.ErrorIs(t, err, lease.ErrAuthorizationMismatch)
+	assertAuthMismatch(t, err)
 	_, err = m.SelectAt(ctx, lease.Holder{APIKeyID: "k2", Generation: 1}, "openai", []string{"c1"}, T0)
 	assert.ErrorIs(t, err, lease.ErrContextRequired)
 }
 
 // Scenario 4 through the Manager, with the events it reports.
 func TestRenewReleaseLifecycle(t *testing.T) {
-	var events []lease.Result
-	m := lease.New(lease.Config{OnChange: func(e lease.Event) { events = append(events, e.Result) }})
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	var events []string
+	m := newManager(lease.Config{OnChange: func(e lease.Event) { events = append(events, kind(e)) }})
+	l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	g := l.Generation
 	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: g}
@@ -278,7 +389,8 @@ func TestRenewReleaseLifecycle(t *testing.T) {
 	_, err = m.ReleaseAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: g - 1}, "", at)
 	assert.ErrorIs(t, err, lease.ErrFenceStale)
 	_, err = m.ReleaseAt(ctx, h, "BECAUSE", at)
-	assert.ErrorIs(t, err, lease.ErrActionInvalid)
+	assert.ErrorIs(t, err, lease.ErrInvalidConfig)
+	assert.EqualError(t, err, `lease: invalid_config: reason: not OWNER_EXIT or CLIENT_CANCELLED`)
 	rel, err := m.ReleaseAt(ctx, h, "", at)
 	require.NoError(t, err)
 	assert.Equal(t, lease.StateReleased, rel.State)
@@ -289,84 +401,90 @@ func TestRenewReleaseLifecycle(t *testing.T) {
 	_, err = m.StatusAt(ctx, h, at)
 	assert.ErrorIs(t, err, lease.ErrFenceStale)
 
-	assert.Equal(t, []lease.Result{lease.ResultAcquired, lease.ResultRenewed, lease.ResultReleased}, events)
+	assert.Equal(t, []string{"ACQUIRED", "RENEWED", "RELEASED"}, events)
+	rec := m.events[len(m.events)-1]
+	assert.Equal(t, lease.Event{Lease: rel, At: at, From: lease.StateActive, Removed: true}, rec)
 }
 
-// Scenario 5 through the Manager.
-func TestTransitionAt(t *testing.T) {
-	m := lease.New(lease.Config{})
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c-b"), T0)
+// Scenario 5 through the Manager: a move keeps the generation, and the
+// fence then refuses the old connection and another API key.
+func TestSelectMoveKeepsGeneration(t *testing.T) {
+	m := newManager(lease.Config{})
+	l, _, err := m.acquire(claim(hashA, "k1", "c-b"), T0)
 	require.NoError(t, err)
 	h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}
-	_, _, err = m.TransitionAt(ctx, h, "openai", "c-c", lease.ReasonTTLExpired, T0)
-	assert.ErrorIs(t, err, lease.ErrActionInvalid)
-	moved, res, err := m.TransitionAt(ctx, h, "openai", "c-c", lease.ReasonConnectionIneligible, T0.Add(time.Second))
+	at := T0.Add(time.Second)
+	moved, err := m.SelectAt(ctx, h, "openai", []string{"c-c"}, at)
 	require.NoError(t, err)
-	assert.Equal(t, lease.ResultTransitioned, res)
+	require.Len(t, m.events, 2)
+	assert.Equal(t, "TRANSITIONED", kind(m.events[1]))
+	assert.Equal(t, connectionIneligible, m.events[1].Previous.EndReason)
+	assert.Equal(t, "c-c", moved.Connection)
 	assert.Equal(t, l.Generation, moved.Generation)
-	assert.ErrorIs(t, m.FenceAt(ctx, h, "c-b", T0.Add(time.Second)), lease.ErrConnectionMismatch)
-	assert.NoError(t, m.FenceAt(ctx, h, "c-c", T0.Add(time.Second)))
-	assert.ErrorIs(t, m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: l.Generation}, "c-c", T0.Add(time.Second)), lease.ErrAuthorizationMismatch)
-	_, res, err = m.TransitionAt(ctx, h, "openai", "c-c", lease.ReasonConnectionIneligible, T0.Add(time.Second))
+	assert.Equal(t, at.Add(120*time.Second), moved.ExpiresAt, "a fresh TTL")
+	assert.ErrorIs(t, m.FenceAt(ctx, h, "c-b", at), lease.ErrConnectionMismatch)
+	assert.NoError(t, m.FenceAt(ctx, h, "c-c", at))
+	assertAuthMismatch(t, m.FenceAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k2", Generation: l.Generation}, "c-c", at))
+	same, err := m.SelectAt(ctx, h, "openai", []string{"c-d", "c-c"}, at)
 	require.NoError(t, err)
-	assert.Equal(t, lease.ResultReused, res)
+	assert.Equal(t, moved, same, "the leased connection among the candidates changes nothing")
+	assert.Len(t, m.events, 2, "and reports nothing")
 
-	_, _, err = m.AcquireAt(ctx, claim(hashB, "k1", "c-d"), T0)
-	require.NoError(t, err)
-	_, _, err = m.TransitionAt(ctx, h, "openai", "c-d", lease.ReasonConnectionIneligible, T0.Add(2*time.Second))
-	assert.ErrorIs(t, err, lease.ErrCapacityUnavailable)
-	_, _, err = m.TransitionAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 9}, "openai", "c-e", lease.ReasonConnectionIneligible, T0)
+	_, err = m.SelectAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: 9}, "openai", []string{"c-e"}, at)
 	assert.ErrorIs(t, err, lease.ErrFenceStale)
+	assert.Len(t, m.events, 2, "a stale holder moves nothing")
 }
 
-// Scenario 7 through the Manager.
 func TestGenerationsAcrossReleaseAndInvalidate(t *testing.T) {
-	m := lease.New(lease.Config{})
+	m := newManager(lease.Config{})
 	for want := uint64(1); want <= 3; want++ {
-		l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(time.Duration(want)*time.Second))
+		l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0.Add(time.Duration(want)*time.Second))
 		require.NoError(t, err)
 		require.Equal(t, want, l.Generation)
 		h := lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: want}
 		if want == 1 {
 			_, err = m.ReleaseAt(ctx, h, lease.ReasonOwnerExit, T0.Add(time.Duration(want)*time.Second))
 		} else {
-			_, err = m.InvalidateAt(ctx, h, lease.ReasonQuotaUnavailable, T0.Add(time.Duration(want)*time.Second))
+			_, err = m.InvalidateAt(ctx, h, "QUOTA_UNAVAILABLE", T0.Add(time.Duration(want)*time.Second))
 		}
 		require.NoError(t, err)
 	}
-	_, err := m.InvalidateAt(ctx, lease.Holder{Owner: hashA, Generation: 3}, lease.ReasonQuotaUnavailable, T0.Add(time.Minute))
+	_, err := m.InvalidateAt(ctx, lease.Holder{Owner: hashA, Generation: 3}, "QUOTA_UNAVAILABLE", T0.Add(time.Minute))
 	assert.ErrorIs(t, err, lease.ErrFenceStale)
 	_, err = m.InvalidateAt(ctx, lease.Holder{Owner: hashA, Generation: 3}, "NOPE", T0.Add(time.Minute))
-	assert.ErrorIs(t, err, lease.ErrActionInvalid)
+	assert.ErrorIs(t, err, lease.ErrInvalidConfig)
+	_, err = m.InvalidateAt(ctx, lease.Holder{Owner: hashA, Generation: 3}, lease.Reason("TTL_EXPIRED"), T0.Add(time.Minute))
+	assert.ErrorIs(t, err, lease.ErrInvalidConfig)
 }
 
 // Scenario 6 through the Manager, with EXPIRED events.
 func TestReconcileAt(t *testing.T) {
-	var expired []lease.Lease
-	m := lease.New(lease.Config{OnChange: func(e lease.Event) {
-		if e.Result == lease.ResultExpired {
-			expired = append(expired, e.Lease)
+	var expired []lease.Event
+	m := newManager(lease.Config{TTL: time.Second, OnChange: func(e lease.Event) {
+		if e.Removed && e.State == lease.StateExpired {
+			expired = append(expired, e)
 		}
 	}})
 	c := claim(hashA, "k1", "c1")
-	c.TTL = time.Second
-	_, _, err := m.AcquireAt(ctx, c, T0.Add(13*time.Second))
+	_, _, err := m.acquire(c, T0.Add(13*time.Second))
 	require.NoError(t, err)
 	n, err := m.ReconcileAt(ctx, T0.Add(15*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	require.Len(t, expired, 1)
 	assert.Equal(t, T0.Add(14*time.Second), expired[0].EndedAt)
-	l, _, err := m.AcquireAt(ctx, c, T0.Add(16*time.Second))
+	assert.Equal(t, T0.Add(15*time.Second), expired[0].At)
+	assert.Equal(t, lease.Reason("TTL_EXPIRED"), expired[0].EndReason)
+	l, _, err := m.acquire(c, T0.Add(16*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), l.Generation)
 }
 
 func TestSnapshotAt(t *testing.T) {
-	m := lease.New(lease.Config{})
-	_, _, err := m.AcquireAt(ctx, claim(hashB, "k1", "c2"), T0)
+	m := newManager(lease.Config{})
+	_, _, err := m.acquire(claim(hashB, "k1", "c2"), T0)
 	require.NoError(t, err)
-	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	_, _, err = m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	snap, err := m.SnapshotAt(ctx, T0)
 	require.NoError(t, err)
@@ -378,34 +496,34 @@ func TestSnapshotAt(t *testing.T) {
 
 func TestGenerationExhausted(t *testing.T) {
 	s := lease.NewMemoryStore(lease.Config{})
-	s.SetMaxGeneration(hashA, lease.MaxGeneration-1)
-	m := lease.New(lease.Config{Store: s})
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	lease.SetMaxGeneration(s, hashA, lease.MaxGeneration-1)
+	m := newManager(lease.Config{Store: s})
+	l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	assert.Equal(t, lease.MaxGeneration, l.Generation)
 	_, err = m.ReleaseAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: l.Generation}, "", T0)
 	require.NoError(t, err)
-	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
-	assert.ErrorIs(t, err, lease.ErrGenerationExhausted)
+	_, _, err = m.acquire(claim(hashA, "k1", "c1"), T0)
 	assert.ErrorIs(t, err, lease.ErrServiceUnavailable)
+	assert.EqualError(t, err, "lease: LEASE_SERVICE_UNAVAILABLE: lease generation exhausted")
 }
 
 func TestMemoryStoreBounded(t *testing.T) {
 	s := lease.NewMemoryStore(lease.Config{MaxOwners: 16, Retention: time.Hour})
-	m := lease.New(lease.Config{Store: s})
+	m := newManager(lease.Config{Store: s})
 	for i := range 200 {
 		owner := lease.HashOwner(fmt.Sprint("owner", i))
 		at := T0.Add(time.Duration(i) * time.Second)
-		l, _, err := m.AcquireAt(ctx, claim(owner, "k1", "c1"), at)
+		l, _, err := m.acquire(claim(owner, "k1", "c1"), at)
 		require.NoError(t, err)
 		_, err = m.ReleaseAt(ctx, lease.Holder{Owner: owner, APIKeyID: "k1", Generation: l.Generation}, "", at)
 		require.NoError(t, err)
-		require.LessOrEqual(t, s.Len(), 16)
+		require.LessOrEqual(t, lease.StoreLen(s), 16)
 	}
 	// Retention: everything ended more than an hour ago is forgotten.
 	_, err := m.ReconcileAt(ctx, T0.Add(2*time.Hour))
 	require.NoError(t, err)
-	assert.Equal(t, 0, s.Len())
+	assert.Equal(t, 0, lease.StoreLen(s))
 }
 
 // A forgotten owner never gets a generation it had before, so a stale
@@ -413,9 +531,9 @@ func TestMemoryStoreBounded(t *testing.T) {
 // forgot are unaffected.
 func TestMemoryStoreForgottenOwnerKeepsRising(t *testing.T) {
 	s := lease.NewMemoryStore(lease.Config{MaxOwners: 16, Retention: time.Minute})
-	m := lease.New(lease.Config{Store: s})
+	m := newManager(lease.Config{Store: s})
 	for want := uint64(1); want <= 3; want++ {
-		l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+		l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0)
 		require.NoError(t, err)
 		require.Equal(t, want, l.Generation)
 		_, err = m.ReleaseAt(ctx, lease.Holder{Owner: hashA, APIKeyID: "k1", Generation: want}, "", T0)
@@ -424,8 +542,8 @@ func TestMemoryStoreForgottenOwnerKeepsRising(t *testing.T) {
 	// Forgotten after Retention.
 	_, err := m.ReconcileAt(ctx, T0.Add(2*time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, 0, s.Len())
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(2*time.Minute))
+	require.Equal(t, 0, lease.StoreLen(s))
+	l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0.Add(2*time.Minute))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(4), l.Generation)
 	for g := uint64(1); g <= 3; g++ {
@@ -439,7 +557,7 @@ func TestMemoryStoreForgottenOwnerKeepsRising(t *testing.T) {
 	for i := range 16 {
 		o := lease.HashOwner(fmt.Sprint("filler", i))
 		at := T0.Add(2*time.Minute + time.Duration(i+1)*time.Second)
-		l, _, err := m.AcquireAt(ctx, claim(o, "k1", "f"), at)
+		l, _, err := m.acquire(claim(o, "k1", "f"), at)
 		require.NoError(t, err)
 		want := uint64(4) // above the floor of 3 left by A's first forgetting
 		if i == 15 {
@@ -448,60 +566,54 @@ func TestMemoryStoreForgottenOwnerKeepsRising(t *testing.T) {
 		assert.Equal(t, want, l.Generation, "filler %d", i)
 		_, err = m.ReleaseAt(ctx, lease.Holder{Owner: o, APIKeyID: "k1", Generation: l.Generation}, "", at)
 		require.NoError(t, err)
-		require.LessOrEqual(t, s.Len(), 16)
+		require.LessOrEqual(t, lease.StoreLen(s), 16)
 	}
-	l, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(2*time.Minute+20*time.Second))
+	l, _, err = m.acquire(claim(hashA, "k1", "c1"), T0.Add(2*time.Minute+20*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), l.Generation)
 
 	// A store that never forgot anyone starts every owner at 1.
-	fresh := lease.New(lease.Config{})
-	l, _, err = fresh.AcquireAt(ctx, claim(hashB, "k1", "c1"), T0)
+	fresh := newManager(lease.Config{})
+	l, _, err = fresh.acquire(claim(hashB, "k1", "c1"), T0)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), l.Generation)
 }
 
 func TestMemoryStoreFullOfActiveOwners(t *testing.T) {
 	s := lease.NewMemoryStore(lease.Config{MaxOwners: 16})
-	m := lease.New(lease.Config{Store: s})
+	m := newManager(lease.Config{Store: s})
 	for i := range 16 {
-		_, _, err := m.AcquireAt(ctx, claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", fmt.Sprint("c", i)), T0)
+		_, _, err := m.acquire(claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", fmt.Sprint("c", i)), T0)
 		require.NoError(t, err)
 	}
-	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c99"), T0)
-	assert.ErrorIs(t, err, lease.ErrStoreFull)
+	_, _, err := m.acquire(claim(hashA, "k1", "c99"), T0)
+	assert.ErrorIs(t, err, lease.ErrServiceUnavailable)
+	assert.EqualError(t, err, "lease: LEASE_SERVICE_UNAVAILABLE: lease store full")
 	// Once they expire there is room again.
-	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c99"), T0.Add(121*time.Second))
+	_, _, err = m.acquire(claim(hashA, "k1", "c99"), T0.Add(121*time.Second))
 	assert.NoError(t, err)
 }
 
 func TestMemoryStoreLazySweep(t *testing.T) {
 	s := lease.NewMemoryStore(lease.Config{Retention: time.Minute})
-	m := lease.New(lease.Config{Store: s})
+	m := newManager(lease.Config{Store: s, TTL: time.Second})
 	for i := range 10 {
 		c := claim(lease.HashOwner(fmt.Sprint("owner", i)), "k1", fmt.Sprint("c", i))
-		c.TTL = time.Second
-		_, _, err := m.AcquireAt(ctx, c, T0)
+		_, _, err := m.acquire(c, T0)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 10, s.Len())
+	assert.Equal(t, 10, lease.StoreLen(s))
 	// A write well after expiry plus retention sweeps the expired owners.
-	_, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "cx"), T0.Add(10*time.Minute))
+	_, _, err := m.acquire(claim(hashA, "k1", "cx"), T0.Add(10*time.Minute))
 	require.NoError(t, err)
-	assert.Equal(t, 1, s.Len())
-}
-
-func TestValidateKeyPolicy(t *testing.T) {
-	assert.ErrorIs(t, lease.ValidateKeyPolicy([]string{"chat", "lease:exclusive"}, nil), lease.ErrKeyPolicyInvalid)
-	assert.NoError(t, lease.ValidateKeyPolicy([]string{"lease:exclusive"}, []string{"c1"}))
-	assert.NoError(t, lease.ValidateKeyPolicy([]string{"chat"}, nil))
+	assert.Equal(t, 1, lease.StoreLen(s))
 }
 
 // Hammer: 100 goroutines, 100 owners, 10 connections: exactly 10 winners,
 // never two active leases on one connection, even while winners renew and
 // fence concurrently.
 func TestHammerUniqueness(t *testing.T) {
-	m := lease.New(lease.Config{})
+	m := newManager(lease.Config{})
 	var conns []string
 	for i := range 10 {
 		conns = append(conns, fmt.Sprint("c", i))
@@ -519,7 +631,7 @@ func TestHammerUniqueness(t *testing.T) {
 			defer wg.Done()
 			owner := lease.HashOwner(fmt.Sprint("hammer", i))
 			<-start
-			l, _, err := m.AcquireAt(ctx, claim(owner, "k1", conns...), T0)
+			l, _, err := m.acquire(claim(owner, "k1", conns...), T0)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -528,7 +640,7 @@ func TestHammerUniqueness(t *testing.T) {
 					t.Errorf("connection %s won twice", l.Connection)
 				}
 				winners[l.Connection] = owner
-			case lease.ErrCapacityUnavailable.Code == codeOf(err):
+			case codeOf(err) == lease.CodeCapacityUnavailable:
 				waiting++
 			default:
 				t.Errorf("owner %d: %v", i, err)
@@ -545,19 +657,27 @@ func TestHammerUniqueness(t *testing.T) {
 }
 
 func codeOf(err error) string {
-	if _, ok := err.(*lease.CapacityError); ok {
-		return lease.ErrCapacityUnavailable.Code
-	}
 	if le, ok := err.(*lease.Error); ok {
 		return le.Code
 	}
 	return ""
 }
 
-func TestFenceRequestAt(t *testing.T) {
-	m := lease.New(lease.Config{})
+// fenceRequest is the per-request lease work of a router: read the
+// headers of a request made with API key apiKeyID, then fence them.
+func fenceRequest(m *manager, h http.Header, apiKeyID, connection string, now time.Time) (lease.Holder, error) {
+	owner, gen, err := lease.ParseHeader(h)
+	if err != nil {
+		return lease.Holder{}, err
+	}
+	hd := lease.Holder{Owner: owner, APIKeyID: apiKeyID, Generation: gen}
+	return hd, m.FenceAt(ctx, hd, connection, now)
+}
+
+func TestParseHeaderThenFenceAt(t *testing.T) {
+	m := newManager(lease.Config{})
 	tok := leasetest.Owner('A')
-	_, _, err := m.AcquireAt(ctx, claim(lease.HashOwner(tok), "k1", "c1"), T0)
+	_, _, err := m.acquire(claim(lease.HashOwner(tok), "k1", "c1"), T0)
 	require.NoError(t, err)
 	at := T0.Add(time.Second)
 	cases := []struct {
@@ -581,7 +701,7 @@ func TestFenceRequestAt(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			hd, err := m.FenceRequestAt(ctx, c.h, c.key, c.conn, at)
+			hd, err := fenceRequest(m, c.h, c.key, c.conn, at)
 			if c.want == nil {
 				require.NoError(t, err)
 				assert.Equal(t, lease.Holder{Owner: lease.HashOwner(tok), APIKeyID: "k1", Generation: 1}, hd)
@@ -596,7 +716,7 @@ func TestFenceRequestAt(t *testing.T) {
 	}
 	h := header("X-OmniRoute-Lease-Owner", tok, "X-OmniRoute-Lease-Generation", "1")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() {
-		if _, err := m.FenceRequestAt(ctx, h, "k1", "c1", at); err != nil {
+		if _, err := fenceRequest(m, h, "k1", "c1", at); err != nil {
 			t.Fatal(err)
 		}
 	}))
@@ -604,11 +724,11 @@ func TestFenceRequestAt(t *testing.T) {
 
 // Unmanaged traffic skips only connections held by a live lease.
 func TestHeldAt(t *testing.T) {
-	m := lease.New(lease.Config{})
+	m := newManager(lease.Config{})
 	_, held, err := m.HeldAt(ctx, "c1", T0)
 	require.NoError(t, err)
 	assert.False(t, held)
-	_, _, err = m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0)
+	_, _, err = m.acquire(claim(hashA, "k1", "c1"), T0)
 	require.NoError(t, err)
 	until, held, err := m.HeldAt(ctx, "c1", T0.Add(time.Second))
 	require.NoError(t, err)
@@ -624,7 +744,7 @@ func TestHeldAt(t *testing.T) {
 		}
 	}))
 
-	l, _, err := m.AcquireAt(ctx, claim(hashA, "k1", "c1"), T0.Add(121*time.Second))
+	l, _, err := m.acquire(claim(hashA, "k1", "c1"), T0.Add(121*time.Second))
 	require.NoError(t, err)
 	_, held, _ = m.HeldAt(ctx, "c1", T0.Add(122*time.Second))
 	assert.True(t, held, "a new lease holds the connection again")
@@ -645,7 +765,7 @@ func TestHeldAt(t *testing.T) {
 // connections while the clock moves; at every snapshot no connection or
 // owner holds two leases.
 func TestConcurrentLifecycle(t *testing.T) {
-	m := lease.New(lease.Config{TTL: 2 * time.Second})
+	m := newManager(lease.Config{TTL: 2 * time.Second})
 	conns := []string{"c0", "c1", "c2", "c3"}
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -656,7 +776,7 @@ func TestConcurrentLifecycle(t *testing.T) {
 			key := fmt.Sprint("k", i%2)
 			for step := range 200 {
 				now := T0.Add(time.Duration(step) * 100 * time.Millisecond)
-				l, _, err := m.AcquireAt(ctx, claim(owner, key, conns...), now)
+				l, _, err := m.acquire(claim(owner, key, conns...), now)
 				if err != nil {
 					continue
 				}

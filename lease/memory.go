@@ -13,26 +13,11 @@ import (
 // newest last, for idempotent release.
 const historyLen = 4
 
-// sweepEvery is the least time between two full sweeps of a MemoryStore.
+// sweepEvery is the least time between two full sweeps of a memory store.
 const sweepEvery = time.Minute
 
-// MemoryStore is the in-memory [Store]. One mutex makes every operation
-// linearizable; Fence and the read methods share a read lock.
-//
-// It remembers at most MaxOwners owners. An owner whose last lease ended
-// more than Retention ago is forgotten on a later write (amortised, at
-// most once a minute of store time, or when the cap is reached, when the
-// least recently ended quarter is dropped). An owner with an active lease
-// is never dropped; when every remembered owner is active, a new owner
-// gets ErrStoreFull.
-//
-// Forgetting never lets a generation come back: the store keeps the
-// highest generation of every owner it has forgotten, and an owner it does
-// not remember starts above it. Until the first owner is forgotten, a new
-// owner starts at generation 1.
-//
-// The zero value is not usable; call [NewMemoryStore].
-type MemoryStore struct {
+// memoryStore is the in-memory [Store] of [NewMemoryStore].
+type memoryStore struct {
 	maxOwners int
 	retention time.Duration
 
@@ -53,11 +38,29 @@ type ownerRecord struct {
 	touched   time.Time // when the last lease ended or was made
 }
 
-// NewMemoryStore returns an empty store with the MaxOwners and Retention
-// of c (normalised; other fields are ignored).
-func NewMemoryStore(c Config) *MemoryStore {
+// NewMemoryStore returns an empty in-memory [Store] with the MaxOwners
+// and Retention of c (normalised; other fields are ignored). [New] makes
+// one when [Config.Store] is nil.
+//
+// One mutex makes every operation linearizable; Fence and the read methods
+// share a read lock, and Fence and Occupant do not allocate.
+//
+// It remembers at most MaxOwners owners. An owner whose last lease ended
+// more than Retention ago is forgotten on a later write (amortised, at most
+// once a minute of store time, or when the cap is reached, when the least
+// recently ended quarter is dropped). An owner with an active lease is
+// never dropped; when every remembered owner is active, a new owner is
+// refused with CodeServiceUnavailable ("lease store full").
+//
+// Forgetting never lets a generation come back: the store keeps the
+// highest generation of every owner it has forgotten (the generation
+// floor), and an owner it does not remember starts above it. Until the
+// first owner is forgotten, a new owner starts at generation 1.
+func NewMemoryStore(c Config) Store { return newMemoryStore(c) }
+
+func newMemoryStore(c Config) *memoryStore {
 	c = c.Normalize()
-	return &MemoryStore{
+	return &memoryStore{
 		maxOwners: c.MaxOwners,
 		retention: c.Retention,
 		owners:    make(map[OwnerHash]*ownerRecord),
@@ -65,11 +68,11 @@ func NewMemoryStore(c Config) *MemoryStore {
 	}
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Store = (*memoryStore)(nil)
 
 // observe returns now, or the latest time already seen when now is
 // earlier. It requires s.mu held for writing.
-func (s *MemoryStore) observe(now time.Time) time.Time {
+func (s *memoryStore) observe(now time.Time) time.Time {
 	if now.Before(s.last) {
 		return s.last
 	}
@@ -79,7 +82,7 @@ func (s *MemoryStore) observe(now time.Time) time.Time {
 
 // readNow is observe for readers: it does not record now. It requires
 // s.mu held for reading.
-func (s *MemoryStore) readNow(now time.Time) time.Time {
+func (s *memoryStore) readNow(now time.Time) time.Time {
 	if now.Before(s.last) {
 		return s.last
 	}
@@ -88,21 +91,21 @@ func (s *MemoryStore) readNow(now time.Time) time.Time {
 
 // expire ends rec's active lease if it has expired at now, and returns it.
 // It requires s.mu held for writing.
-func (s *MemoryStore) expire(rec *ownerRecord, now time.Time) (Lease, bool) {
+func (s *memoryStore) expire(rec *ownerRecord, now time.Time) (Lease, bool) {
 	if rec == nil || !rec.hasActive || now.Before(rec.active.ExpiresAt) {
 		return Lease{}, false
 	}
 	l := rec.active
 	l.State = StateExpired
 	l.EndedAt = l.ExpiresAt
-	l.EndReason = ReasonTTLExpired
+	l.EndReason = reasonTTLExpired
 	s.end(rec, l)
 	return l, true
 }
 
 // activate makes rec's active lease a fresh one on connection and marks the
 // connection held. It requires s.mu held for writing.
-func (s *MemoryStore) activate(rec *ownerRecord, owner OwnerHash, apiKeyID, provider, connection string, gen uint64, ttl time.Duration, now time.Time) {
+func (s *memoryStore) activate(rec *ownerRecord, owner OwnerHash, apiKeyID, provider, connection string, gen uint64, ttl time.Duration, now time.Time) {
 	rec.active = Lease{
 		Owner:      owner,
 		APIKeyID:   apiKeyID,
@@ -121,7 +124,7 @@ func (s *MemoryStore) activate(rec *ownerRecord, owner OwnerHash, apiKeyID, prov
 }
 
 // end records l as rec's ended lease and frees its connection.
-func (s *MemoryStore) end(rec *ownerRecord, l Lease) {
+func (s *memoryStore) end(rec *ownerRecord, l Lease) {
 	if s.conns[l.Connection] == rec {
 		delete(s.conns, l.Connection)
 		s.nheld.Store(int64(len(s.conns)))
@@ -137,7 +140,7 @@ func (s *MemoryStore) end(rec *ownerRecord, l Lease) {
 }
 
 // live returns rec's active lease after expiring it at now.
-func (s *MemoryStore) live(rec *ownerRecord, now time.Time) (*Lease, bool) {
+func (s *memoryStore) live(rec *ownerRecord, now time.Time) (*Lease, bool) {
 	s.expire(rec, now)
 	if rec == nil || !rec.hasActive {
 		return nil, false
@@ -146,76 +149,76 @@ func (s *MemoryStore) live(rec *ownerRecord, now time.Time) (*Lease, bool) {
 }
 
 // Acquire implements [Store].
-func (s *MemoryStore) Acquire(ctx context.Context, r Request, now time.Time) (Outcome, error) {
+func (s *memoryStore) Acquire(ctx context.Context, h Holder, provider, connection string, ttl time.Duration, now time.Time) (Lease, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
+		return Lease{}, false, err
 	}
-	ttl := ClampTTL(r.TTL)
+	ttl = clampTTL(ttl)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now = s.observe(now)
-	rec := s.owners[r.Owner]
+	rec := s.owners[h.Owner]
 	if a, ok := s.live(rec, now); ok {
-		if a.APIKeyID != r.APIKeyID || a.Connection != r.Connection {
-			return Outcome{Result: ResultOwnerAlreadyActive}, nil
+		if a.APIKeyID != h.APIKeyID || a.Connection != connection {
+			return Lease{}, false, ErrOwnerAlreadyActive
 		}
-		a.Provider = r.Provider
+		a.Provider = provider
 		a.RenewedAt = now
 		a.ExpiresAt = now.Add(ttl)
 		rec.touched = now
-		return Outcome{Result: ResultReused, Lease: *a}, nil
+		return *a, true, nil
 	}
-	if occ := s.conns[r.Connection]; occ != nil {
+	if occ := s.conns[connection]; occ != nil {
 		if a, ok := s.live(occ, now); ok {
-			return Outcome{Result: ResultConnectionBusy, BusyUntil: a.ExpiresAt}, nil
+			return Lease{}, false, &Error{Code: CodeCapacityUnavailable, Until: a.ExpiresAt}
 		}
 	}
 	if rec == nil {
 		if !s.makeRoom(now) {
-			return Outcome{}, ErrStoreFull
+			return Lease{}, false, errStoreFull
 		}
 		rec = &ownerRecord{maxGen: s.genFloor}
-		s.owners[r.Owner] = rec
+		s.owners[h.Owner] = rec
 	}
 	if rec.maxGen >= MaxGeneration {
-		return Outcome{}, ErrGenerationExhausted
+		return Lease{}, false, errGenExhausted
 	}
 	rec.maxGen++
-	s.activate(rec, r.Owner, r.APIKeyID, r.Provider, r.Connection, rec.maxGen, ttl, now)
+	s.activate(rec, h.Owner, h.APIKeyID, provider, connection, rec.maxGen, ttl, now)
 	s.maybeSweep(now)
-	return Outcome{Result: ResultAcquired, Lease: rec.active}, nil
+	return rec.active, false, nil
 }
 
 // held returns h's owner record and its active lease when that lease
 // matches h. It requires s.mu held for writing.
-func (s *MemoryStore) held(h Holder, now time.Time) (*ownerRecord, *Lease, bool) {
+func (s *memoryStore) held(h Holder, now time.Time) (*ownerRecord, *Lease, bool) {
 	rec := s.owners[h.Owner]
 	a, ok := s.live(rec, now)
-	if !ok || !h.Matches(*a) {
+	if !ok || !h.matches(a) {
 		return rec, nil, false
 	}
 	return rec, a, true
 }
 
 // Transition implements [Store].
-func (s *MemoryStore) Transition(ctx context.Context, h Holder, provider, connection string, reason Reason, ttl time.Duration, now time.Time) (Outcome, error) {
+func (s *memoryStore) Transition(ctx context.Context, h Holder, provider, connection string, reason Reason, ttl time.Duration, now time.Time) (Lease, Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
+		return Lease{}, Lease{}, err
 	}
-	ttl = ClampTTL(ttl)
+	ttl = clampTTL(ttl)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now = s.observe(now)
 	rec, a, ok := s.held(h, now)
 	if !ok {
-		return Outcome{Result: ResultStale}, nil
+		return Lease{}, Lease{}, ErrFenceStale
 	}
 	if a.Connection == connection {
-		return Outcome{Result: ResultReused, Lease: *a}, nil
+		return *a, Lease{}, nil
 	}
 	if occ := s.conns[connection]; occ != nil {
 		if o, ok := s.live(occ, now); ok {
-			return Outcome{Result: ResultConnectionBusy, BusyUntil: o.ExpiresAt}, nil
+			return Lease{}, Lease{}, &Error{Code: CodeCapacityUnavailable, Until: o.ExpiresAt}
 		}
 	}
 	prev := *a
@@ -224,32 +227,32 @@ func (s *MemoryStore) Transition(ctx context.Context, h Holder, provider, connec
 	prev.EndReason = reason
 	s.end(rec, prev)
 	s.activate(rec, prev.Owner, prev.APIKeyID, provider, connection, prev.Generation, ttl, now)
-	return Outcome{Result: ResultTransitioned, Lease: rec.active, Previous: prev}, nil
+	return rec.active, prev, nil
 }
 
 // Renew implements [Store].
-func (s *MemoryStore) Renew(ctx context.Context, h Holder, ttl time.Duration, now time.Time) (Outcome, error) {
+func (s *memoryStore) Renew(ctx context.Context, h Holder, ttl time.Duration, now time.Time) (Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
+		return Lease{}, err
 	}
-	ttl = ClampTTL(ttl)
+	ttl = clampTTL(ttl)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now = s.observe(now)
 	rec, a, ok := s.held(h, now)
 	if !ok {
-		return Outcome{Result: ResultStale}, nil
+		return Lease{}, ErrFenceStale
 	}
 	a.RenewedAt = now
 	a.ExpiresAt = now.Add(ttl)
 	rec.touched = now
-	return Outcome{Result: ResultRenewed, Lease: *a}, nil
+	return *a, nil
 }
 
 // Release implements [Store].
-func (s *MemoryStore) Release(ctx context.Context, h Holder, reason Reason, now time.Time) (Outcome, error) {
+func (s *memoryStore) Release(ctx context.Context, h Holder, reason Reason, now time.Time) (Lease, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
+		return Lease{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -261,7 +264,7 @@ func (s *MemoryStore) Release(ctx context.Context, h Holder, reason Reason, now 
 		l.EndedAt = now
 		l.EndReason = reason
 		s.end(rec, l)
-		return Outcome{Result: ResultReleased, Lease: l}, nil
+		return l, false, nil
 	}
 	if rec != nil && (!rec.hasActive || rec.active.Generation != h.Generation) {
 		for i := len(rec.ended) - 1; i >= 0; i-- {
@@ -269,66 +272,66 @@ func (s *MemoryStore) Release(ctx context.Context, h Holder, reason Reason, now 
 			if l.Generation != h.Generation {
 				continue
 			}
-			if l.State == StateReleased && l.APIKeyID == h.APIKeyID && l.Owner.Equal(h.Owner) {
-				return Outcome{Result: ResultReleased, Lease: l, Repeated: true}, nil
+			if l.State == StateReleased && l.APIKeyID == h.APIKeyID && equalHash(l.Owner, h.Owner) {
+				return l, true, nil
 			}
 			break
 		}
 	}
-	return Outcome{Result: ResultStale}, nil
+	return Lease{}, false, ErrFenceStale
 }
 
 // Invalidate implements [Store].
-func (s *MemoryStore) Invalidate(ctx context.Context, h Holder, reason Reason, now time.Time) (Outcome, error) {
+func (s *memoryStore) Invalidate(ctx context.Context, h Holder, reason Reason, now time.Time) (Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
+		return Lease{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now = s.observe(now)
 	rec := s.owners[h.Owner]
 	a, ok := s.live(rec, now)
-	if !ok || a.Generation != h.Generation || !a.Owner.Equal(h.Owner) {
-		return Outcome{Result: ResultStale}, nil
+	if !ok || a.Generation != h.Generation || !equalHash(a.Owner, h.Owner) {
+		return Lease{}, ErrFenceStale
 	}
 	l := *a
 	l.State = StateInvalidated
 	l.EndedAt = now
 	l.EndReason = reason
 	s.end(rec, l)
-	return Outcome{Result: ResultInvalidated, Lease: l}, nil
+	return l, nil
 }
 
 // Fence implements [Store]. It does not allocate.
-func (s *MemoryStore) Fence(ctx context.Context, h Holder, connection string, now time.Time) (Result, error) {
+func (s *memoryStore) Fence(ctx context.Context, h Holder, connection string, now time.Time) error {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	now = s.readNow(now)
 	rec := s.owners[h.Owner]
-	if rec == nil || !rec.hasActive || !rec.active.ActiveAt(now) || !rec.active.Owner.Equal(h.Owner) {
-		return ResultRequired, nil
+	if rec == nil || !rec.hasActive || !rec.active.activeAt(now) || !equalHash(rec.active.Owner, h.Owner) {
+		return ErrRequired
 	}
-	return fence(&rec.active, h, connection), nil
+	return fence(&rec.active, &h, connection)
 }
 
 // fence compares an active lease with what a request presents.
-func fence(a *Lease, h Holder, connection string) Result {
+func fence(a *Lease, h *Holder, connection string) error {
 	switch {
 	case a.Generation != h.Generation:
-		return ResultStale
+		return ErrFenceStale
 	case a.APIKeyID != h.APIKeyID:
-		return ResultAuthorizationMismatch
+		return errAuthMismatch
 	case a.Connection != connection:
-		return ResultConnectionMismatch
+		return ErrConnectionMismatch
 	}
-	return ResultValid
+	return nil
 }
 
 // Owned implements [Store].
-func (s *MemoryStore) Owned(ctx context.Context, owner OwnerHash, now time.Time) (Lease, bool, error) {
+func (s *memoryStore) Owned(ctx context.Context, owner OwnerHash, now time.Time) (Lease, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, false, err
 	}
@@ -336,14 +339,14 @@ func (s *MemoryStore) Owned(ctx context.Context, owner OwnerHash, now time.Time)
 	defer s.mu.RUnlock()
 	now = s.readNow(now)
 	rec := s.owners[owner]
-	if rec == nil || !rec.hasActive || !rec.active.ActiveAt(now) {
+	if rec == nil || !rec.hasActive || !rec.active.activeAt(now) {
 		return Lease{}, false, nil
 	}
 	return rec.active, true, nil
 }
 
 // Occupant implements [Store]. It does not allocate.
-func (s *MemoryStore) Occupant(ctx context.Context, connection string, now time.Time) (Lease, bool, error) {
+func (s *memoryStore) Occupant(ctx context.Context, connection string, now time.Time) (Lease, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, false, err
 	}
@@ -354,7 +357,7 @@ func (s *MemoryStore) Occupant(ctx context.Context, connection string, now time.
 	defer s.mu.RUnlock()
 	now = s.readNow(now)
 	rec := s.conns[connection]
-	if rec == nil || !rec.hasActive || !rec.active.ActiveAt(now) {
+	if rec == nil || !rec.hasActive || !rec.active.activeAt(now) {
 		return Lease{}, false, nil
 	}
 	return rec.active, true, nil
@@ -362,7 +365,7 @@ func (s *MemoryStore) Occupant(ctx context.Context, connection string, now time.
 
 // heldUntil is Occupant for HeldAt: the expiry of connection's live lease,
 // if any, without copying the lease.
-func (s *MemoryStore) heldUntil(connection string, now time.Time) (time.Time, bool) {
+func (s *memoryStore) heldUntil(connection string, now time.Time) (time.Time, bool) {
 	if s.nheld.Load() == 0 {
 		return time.Time{}, false
 	}
@@ -370,14 +373,14 @@ func (s *MemoryStore) heldUntil(connection string, now time.Time) (time.Time, bo
 	defer s.mu.RUnlock()
 	now = s.readNow(now)
 	rec := s.conns[connection]
-	if rec == nil || !rec.hasActive || !rec.active.ActiveAt(now) {
+	if rec == nil || !rec.hasActive || !rec.active.activeAt(now) {
 		return time.Time{}, false
 	}
 	return rec.active.ExpiresAt, true
 }
 
 // Reconcile implements [Store]. It also forgets owners past Retention.
-func (s *MemoryStore) Reconcile(ctx context.Context, now time.Time) ([]Lease, error) {
+func (s *memoryStore) Reconcile(ctx context.Context, now time.Time) ([]Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -390,7 +393,7 @@ func (s *MemoryStore) Reconcile(ctx context.Context, now time.Time) ([]Lease, er
 }
 
 // List implements [Store].
-func (s *MemoryStore) List(ctx context.Context, now time.Time) ([]Lease, error) {
+func (s *memoryStore) List(ctx context.Context, now time.Time) ([]Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -398,7 +401,7 @@ func (s *MemoryStore) List(ctx context.Context, now time.Time) ([]Lease, error) 
 	now = s.readNow(now)
 	out := make([]Lease, 0, len(s.conns))
 	for _, rec := range s.conns {
-		if rec.hasActive && rec.active.ActiveAt(now) {
+		if rec.hasActive && rec.active.activeAt(now) {
 			out = append(out, rec.active)
 		}
 	}
@@ -407,8 +410,8 @@ func (s *MemoryStore) List(ctx context.Context, now time.Time) ([]Lease, error) 
 	return out, nil
 }
 
-// Len returns the number of owners the store remembers, active or not.
-func (s *MemoryStore) Len() int {
+// size returns the number of owners the store remembers, active or not.
+func (s *memoryStore) size() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.owners)
@@ -416,7 +419,7 @@ func (s *MemoryStore) Len() int {
 
 // expireAll ends every expired active lease. It requires s.mu held for
 // writing.
-func (s *MemoryStore) expireAll(now time.Time) []Lease {
+func (s *memoryStore) expireAll(now time.Time) []Lease {
 	var expired []Lease
 	for _, rec := range s.conns {
 		if l, ok := s.expire(rec, now); ok {
@@ -427,7 +430,7 @@ func (s *MemoryStore) expireAll(now time.Time) []Lease {
 }
 
 // forget drops owners whose last lease ended more than s.retention ago.
-func (s *MemoryStore) forget(now time.Time) {
+func (s *memoryStore) forget(now time.Time) {
 	for k, rec := range s.owners {
 		if !rec.hasActive && now.Sub(rec.touched) >= s.retention {
 			s.drop(k, rec)
@@ -438,7 +441,7 @@ func (s *MemoryStore) forget(now time.Time) {
 
 // maybeSweep runs expireAll and forget at most once per sweepEvery of
 // store time.
-func (s *MemoryStore) maybeSweep(now time.Time) {
+func (s *memoryStore) maybeSweep(now time.Time) {
 	if now.Before(s.nextSweep) {
 		return
 	}
@@ -447,7 +450,7 @@ func (s *MemoryStore) maybeSweep(now time.Time) {
 }
 
 // makeRoom makes space for one more owner, and reports whether there is.
-func (s *MemoryStore) makeRoom(now time.Time) bool {
+func (s *memoryStore) makeRoom(now time.Time) bool {
 	if len(s.owners) < s.maxOwners {
 		return true
 	}
@@ -479,7 +482,7 @@ func (s *MemoryStore) makeRoom(now time.Time) bool {
 
 // drop forgets an owner without an active lease, raising the generation
 // floor to its highest generation. It requires s.mu held for writing.
-func (s *MemoryStore) drop(k OwnerHash, rec *ownerRecord) {
+func (s *memoryStore) drop(k OwnerHash, rec *ownerRecord) {
 	s.genFloor = max(s.genFloor, rec.maxGen)
 	delete(s.owners, k)
 }

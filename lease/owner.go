@@ -1,10 +1,8 @@
 package lease
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"net/http"
@@ -12,11 +10,11 @@ import (
 )
 
 const (
-	// OwnerPrefix starts every owner token.
-	OwnerPrefix = "vlo_"
-	// OwnerLen is the length of an owner token: the prefix and 43 base64url
+	// ownerPrefix starts every owner token.
+	ownerPrefix = "vlo_"
+	// ownerLen is the length of an owner token: the prefix and 43 base64url
 	// characters (256 random bits).
-	OwnerLen = len(OwnerPrefix) + 43
+	ownerLen = len(ownerPrefix) + 43
 
 	// MaxGeneration is the largest generation a lease can have, 2^53 − 1,
 	// so that generations survive a round trip through JSON numbers.
@@ -35,23 +33,24 @@ const (
 type OwnerHash [sha256.Size]byte
 
 // HashOwner returns the digest of token without validating it. Use
-// [ParseOwner] for input from clients.
+// [ParseOwner] for input from clients. It does not allocate for tokens of
+// the owner length or shorter.
 func HashOwner(token string) OwnerHash {
-	if len(token) <= OwnerLen {
+	if len(token) <= ownerLen {
 		// A stack copy keeps the hot path free of allocation.
-		var buf [OwnerLen]byte
+		var buf [ownerLen]byte
 		n := copy(buf[:], token)
 		return sha256.Sum256(buf[:n])
 	}
 	return sha256.Sum256([]byte(token))
 }
 
-// IsZero reports whether h is the zero hash (no owner).
-func (h OwnerHash) IsZero() bool { return h == OwnerHash{} }
+// isZero reports whether h is the zero hash (no owner).
+func (h OwnerHash) isZero() bool { return h == OwnerHash{} }
 
-// Equal reports whether h and o are the same digest. The comparison takes
-// the same time wherever the digests differ.
-func (h OwnerHash) Equal(o OwnerHash) bool {
+// equalHash reports whether h and o are the same digest. The comparison
+// takes the same time wherever the digests differ.
+func equalHash(h, o OwnerHash) bool {
 	var v uint64
 	for i := 0; i < len(h); i += 8 {
 		v |= binary.LittleEndian.Uint64(h[i:]) ^ binary.LittleEndian.Uint64(o[i:])
@@ -63,23 +62,13 @@ func (h OwnerHash) Equal(o OwnerHash) bool {
 // String returns the digest as 64 lowercase hexadecimal characters.
 func (h OwnerHash) String() string { return hex.EncodeToString(h[:]) }
 
-// NewOwner returns a fresh owner token: [OwnerPrefix] followed by the
-// base64url encoding (no padding) of 32 bytes from crypto/rand.
-func NewOwner() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return OwnerPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// ValidOwner reports whether token, taken as it is (not trimmed), matches
+// validOwner reports whether token, taken as it is (not trimmed), matches
 // ^vlo_[A-Za-z0-9_-]{43}$.
-func ValidOwner(token string) bool {
-	if len(token) != OwnerLen || !strings.HasPrefix(token, OwnerPrefix) {
+func validOwner(token string) bool {
+	if len(token) != ownerLen || !strings.HasPrefix(token, ownerPrefix) {
 		return false
 	}
-	for i := len(OwnerPrefix); i < len(token); i++ {
+	for i := len(ownerPrefix); i < len(token); i++ {
 		c := token[i]
 		switch {
 		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
@@ -90,39 +79,39 @@ func ValidOwner(token string) bool {
 	return true
 }
 
-// ParseOwner trims surrounding white space from token, validates it with
-// [ValidOwner] and returns its digest. An empty token gives
-// [ErrContextRequired], a malformed one [ErrContextInvalid]. It does not
-// allocate.
+// ParseOwner trims surrounding white space from token, checks that it
+// matches ^vlo_[A-Za-z0-9_-]{43}$ and returns its digest. An empty token
+// gives [ErrContextRequired], a malformed one [ErrContextInvalid] (as an
+// *[Error]). It does not allocate.
 func ParseOwner(token string) (OwnerHash, error) {
 	token = strings.TrimSpace(token)
 	if token == "" {
-		return OwnerHash{}, ErrContextRequired
+		return OwnerHash{}, errContextRequired
 	}
-	if !ValidOwner(token) {
-		return OwnerHash{}, ErrContextInvalid
+	if !validOwner(token) {
+		return OwnerHash{}, errContextInvalid
 	}
 	return HashOwner(token), nil
 }
 
-// ParseGeneration parses a generation as sent in [HeaderGeneration] or a
-// JSON body: after trimming white space it must match ^[1-9][0-9]*$ and be
-// at most [MaxGeneration]. Anything else gives [ErrContextInvalid].
-func ParseGeneration(s string) (uint64, error) {
+// parseGeneration parses a generation as sent in [HeaderGeneration]: after
+// trimming white space it must match ^[1-9][0-9]*$ and be at most
+// [MaxGeneration]. Anything else gives ErrContextInvalid.
+func parseGeneration(s string) (uint64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || len(s) > 16 || s[0] == '0' {
-		return 0, ErrContextInvalid
+		return 0, errContextInvalid
 	}
 	var n uint64
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < '0' || c > '9' {
-			return 0, ErrContextInvalid
+			return 0, errContextInvalid
 		}
 		n = n*10 + uint64(c-'0')
 	}
 	if n > MaxGeneration {
-		return 0, ErrContextInvalid
+		return 0, errContextInvalid
 	}
 	return n, nil
 }
@@ -142,51 +131,43 @@ func single(h http.Header, key string) (v string, ok, multiple bool) {
 	}
 }
 
-// ParseOwnerHeader reads and validates [HeaderOwner] from h (canonical key).
-// A missing or empty header gives [ErrContextRequired]; a malformed or
-// repeated one [ErrContextInvalid]. It does not allocate.
-func ParseOwnerHeader(h http.Header) (OwnerHash, error) {
+// parseOwnerHeader reads and validates [HeaderOwner] from h (canonical key).
+// A missing or empty header gives ErrContextRequired; a malformed or
+// repeated one ErrContextInvalid.
+func parseOwnerHeader(h http.Header) (OwnerHash, error) {
 	v, ok, multiple := single(h, HeaderOwner)
 	switch {
 	case multiple:
-		return OwnerHash{}, ErrContextInvalid
+		return OwnerHash{}, errContextInvalid
 	case !ok:
-		return OwnerHash{}, ErrContextRequired
+		return OwnerHash{}, errContextRequired
 	}
 	return ParseOwner(v)
 }
 
-// ParseHeader reads the lease context of an inference request: the owner
-// from [HeaderOwner] and the generation from [HeaderGeneration]. A missing
-// owner gives [ErrContextRequired]; a malformed owner, or a missing,
-// malformed or repeated generation gives [ErrContextInvalid]. Callers that
-// need to know whether a request carries a lease at all check
-// [HasLeaseHeaders] first. ParseHeader does not allocate.
+// ParseHeader reads the lease context of a request: the owner from
+// [HeaderOwner] and the generation from [HeaderGeneration] (canonical
+// keys; each trimmed, each sent once). A missing owner gives
+// [ErrContextRequired]; a malformed or repeated owner, or a missing,
+// malformed or repeated generation gives [ErrContextInvalid] (as an
+// *[Error]). The generation must match ^[1-9][0-9]*$ and be at most
+// [MaxGeneration]. A request carries no lease at all when it has neither
+// header: h[HeaderOwner] and h[HeaderGeneration] are both nil (a server's
+// request headers are in canonical form). ParseHeader does not allocate.
 func ParseHeader(h http.Header) (owner OwnerHash, generation uint64, err error) {
-	owner, err = ParseOwnerHeader(h)
+	owner, err = parseOwnerHeader(h)
 	if err != nil {
 		return OwnerHash{}, 0, err
 	}
 	v, ok, multiple := single(h, HeaderGeneration)
 	if !ok || multiple {
-		return OwnerHash{}, 0, ErrContextInvalid
+		return OwnerHash{}, 0, errContextInvalid
 	}
-	generation, err = ParseGeneration(v)
+	generation, err = parseGeneration(v)
 	if err != nil {
 		return OwnerHash{}, 0, err
 	}
 	return owner, generation, nil
-}
-
-// HasLeaseHeaders reports whether h carries either lease header under any
-// capitalisation.
-func HasLeaseHeaders(h http.Header) bool {
-	for k := range h {
-		if isLeaseHeader(k) {
-			return true
-		}
-	}
-	return false
 }
 
 // StripHeaders removes both lease headers from h, under any

@@ -13,19 +13,6 @@ import (
 	"github.com/routeguard/routeguard/lease/leasetest"
 )
 
-func TestNewOwner(t *testing.T) {
-	seen := map[string]bool{}
-	for range 100 {
-		tok, err := lease.NewOwner()
-		require.NoError(t, err)
-		require.Len(t, tok, lease.OwnerLen)
-		require.True(t, strings.HasPrefix(tok, "vlo_"), tok)
-		require.True(t, lease.ValidOwner(tok), tok)
-		require.False(t, seen[tok], "duplicate token")
-		seen[tok] = true
-	}
-}
-
 func TestValidOwner(t *testing.T) {
 	cases := []struct {
 		tok  string
@@ -56,8 +43,8 @@ func TestParseOwner(t *testing.T) {
 	h, err := lease.ParseOwner("  " + tok + "\t")
 	require.NoError(t, err)
 	assert.Equal(t, lease.HashOwner(tok), h)
-	assert.True(t, h.Equal(lease.HashOwner(tok)))
-	assert.False(t, h.Equal(lease.HashOwner(leasetest.Owner('B'))))
+	assert.True(t, lease.EqualHash(h, lease.HashOwner(tok)))
+	assert.False(t, lease.EqualHash(h, lease.HashOwner(leasetest.Owner('B'))))
 	s := h.String()
 	assert.Len(t, s, 64)
 	assert.Equal(t, strings.ToLower(s), s)
@@ -69,8 +56,8 @@ func TestParseOwner(t *testing.T) {
 	assert.ErrorIs(t, err, lease.ErrContextRequired)
 	_, err = lease.ParseOwner("vlo_short")
 	assert.ErrorIs(t, err, lease.ErrContextInvalid)
-	assert.True(t, lease.OwnerHash{}.IsZero())
-	assert.False(t, h.IsZero())
+	assert.True(t, lease.IsZero(lease.OwnerHash{}))
+	assert.False(t, lease.IsZero(h))
 }
 
 func TestParseGeneration(t *testing.T) {
@@ -137,7 +124,7 @@ func TestParseHeader(t *testing.T) {
 			owner, gen, err := lease.ParseHeader(c.h)
 			if c.err != nil {
 				assert.ErrorIs(t, err, c.err)
-				assert.True(t, owner.IsZero())
+				assert.True(t, lease.IsZero(owner))
 				return
 			}
 			require.NoError(t, err)
@@ -160,22 +147,20 @@ func TestParseHeaderAllocatesNothing(t *testing.T) {
 func TestStripHeaders(t *testing.T) {
 	h := header("X-OmniRoute-Lease-Owner", leasetest.Owner('A'), "X-OmniRoute-Lease-Generation", "7", "Authorization", "Bearer x")
 	h["x-omniroute-lease-owner"] = []string{"raw"}
-	assert.True(t, lease.HasLeaseHeaders(h))
+	require.Len(t, h, 4)
 	lease.StripHeaders(h)
-	assert.False(t, lease.HasLeaseHeaders(h))
 	assert.Equal(t, http.Header{"Authorization": {"Bearer x"}}, h)
-	assert.False(t, lease.HasLeaseHeaders(http.Header{}))
 }
 
 func TestOwnerHashEqual(t *testing.T) {
 	a := lease.HashOwner(leasetest.Owner('A'))
-	assert.True(t, a.Equal(a))
+	assert.True(t, lease.EqualHash(a, a))
 	for i := range a {
 		for _, bit := range []byte{0x01, 0x80} {
 			b := a
 			b[i] ^= bit
-			assert.False(t, a.Equal(b), "byte %d bit %#x", i, bit)
+			assert.False(t, lease.EqualHash(a, b), "byte %d bit %#x", i, bit)
 		}
 	}
-	assert.True(t, lease.OwnerHash{}.Equal(lease.OwnerHash{}))
+	assert.True(t, lease.EqualHash(lease.OwnerHash{}, lease.OwnerHash{}))
 }

@@ -13,7 +13,7 @@ import (
 // a third of each key shape.
 func populated(tb testing.TB, n int) *lockout.Lockout {
 	tb.Helper()
-	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true, MaxEntries: 2 * n}})
+	l := lockout.New(lockout.Config{Enabled: true, MaxEntries: 2 * n})
 	scopes := []lockout.Scope{lockout.ScopeFamily, lockout.ScopeModel, lockout.ScopeExact}
 	for i := range n {
 		l.LockAt(lockout.Failure{
@@ -70,7 +70,7 @@ func BenchmarkLockedAtParallel(b *testing.B) {
 }
 
 func BenchmarkRecordFailureAt(b *testing.B) {
-	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}})
+	l := lockout.New(lockout.Config{Enabled: true})
 	f := lockout.Failure{Provider: "openai", Connection: "c", Model: "gpt-4o", Status: 429}
 	now := t0
 	b.ReportAllocs()

@@ -8,7 +8,7 @@ import (
 )
 
 func Example() {
-	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}})
+	l := lockout.New(lockout.Config{Enabled: true})
 	now := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 
 	// A 429 on one codex model locks its whole quota family on that
@@ -42,7 +42,7 @@ func Example() {
 }
 
 func ExampleLockout_ClearAt() {
-	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}})
+	l := lockout.New(lockout.Config{Enabled: true})
 	now := time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 	l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "A:B", Status: 503}, now)
 
@@ -63,8 +63,12 @@ func ExampleFromEnv() {
 		"MODEL_LOCKOUT_BASE_COOLDOWN_MS": "1000",
 		"MODEL_LOCKOUT_ERROR_CODES":      "429,503",
 	}
-	s, err := lockout.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	fmt.Println(s.Enabled, s.BaseCooldown, s.ErrorCodes, err)
+	c, err := lockout.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	fmt.Println(c.Enabled, c.BaseCooldown, c.ErrorCodes, err)
+	// New (or Normalize) clamps the base up to its 5 s minimum.
+	l := lockout.New(c)
+	fmt.Println(l.Config().BaseCooldown)
 	// Output:
-	// true 5s [429 503] <nil>
+	// true 1s [429 503] <nil>
+	// 5s
 }

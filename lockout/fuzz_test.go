@@ -1,6 +1,7 @@
 package lockout_test
 
 import (
+	"errors"
 	"math"
 	"reflect"
 	"testing"
@@ -24,10 +25,10 @@ func FuzzSequence(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l := lockout.New(lockout.Config{
-			Settings: lockout.Settings{Enabled: true, BaseCooldown: 5 * time.Second, MaxEntries: 16, MaxBackoffSteps: 6},
+			Enabled: true, BaseCooldown: 5 * time.Second, MaxEntries: 16, MaxBackoffSteps: new(6),
 			Location: time.UTC,
 		})
-		maxCooldown := l.Settings().MaxCooldown
+		maxCooldown := l.Config().MaxCooldown
 		now := t0
 		next := func() byte {
 			if len(data) == 0 {
@@ -113,10 +114,10 @@ func FuzzNormalize(f *testing.F) {
 	f.Add(int64(1000), int64(10000), 50, int64(-1), 3, []byte{99, 1, 0xac, 2, 0xbc})
 	f.Add(int64(200000), int64(100000), -2, int64(1)<<62, -1, []byte{0xff, 0xff})
 	f.Fuzz(func(t *testing.T, baseMs, maxMs int64, steps int, windowMs int64, entries int, codes []byte) {
-		in := lockout.Settings{
+		in := lockout.Config{
 			BaseCooldown:     time.Duration(baseMs) * time.Millisecond,
 			MaxCooldown:      time.Duration(maxMs) * time.Millisecond,
-			MaxBackoffSteps:  steps,
+			MaxBackoffSteps:  &steps,
 			EscalationWindow: time.Duration(windowMs) * time.Millisecond,
 			MaxEntries:       entries,
 		}
@@ -138,33 +139,42 @@ func FuzzFromEnv(f *testing.F) {
 	f.Add("NaN", "1e3,-5,abc", "-Inf", "1e309", "-7", "maybe", "1e400", "0x10")
 	f.Fuzz(func(t *testing.T, enabled, codes, base, maxv, steps, exp, window, cap string) {
 		vals := map[string]string{
-			lockout.EnvEnabled: enabled, lockout.EnvErrorCodes: codes, lockout.EnvBaseCooldownMs: base,
-			lockout.EnvMaxCooldownMs: maxv, lockout.EnvMaxBackoffSteps: steps, lockout.EnvExponential: exp,
-			lockout.EnvEscalationWindow: window, lockout.EnvEvictionCap: cap,
+			"MODEL_LOCKOUT_ENABLED": enabled, "MODEL_LOCKOUT_ERROR_CODES": codes, "MODEL_LOCKOUT_BASE_COOLDOWN_MS": base,
+			"MODEL_LOCKOUT_MAX_COOLDOWN_MS": maxv, "MODEL_LOCKOUT_MAX_BACKOFF_STEPS": steps, "MODEL_LOCKOUT_USE_EXPONENTIAL_BACKOFF": exp,
+			"MODEL_LOCKOUT_ESCALATION_WINDOW_MS": window, "MODEL_LOCKOUT_EVICTION_CAP": cap,
 		}
-		s, _ := lockout.FromEnv(env(vals))
+		c, err := lockout.FromEnv(env(vals))
+		if err != nil && !errors.Is(err, lockout.ErrInvalidConfig) {
+			t.Fatalf("FromEnv error %v does not match ErrInvalidConfig", err)
+		}
+		for _, code := range c.ErrorCodes {
+			if code < 100 || code > 599 {
+				t.Fatalf("FromEnv kept code %d", code)
+			}
+		}
+		s := c.Normalize()
 		checkSettings(t, s)
 		if again := s.Normalize(); !equalSettings(again, s) {
-			t.Fatalf("FromEnv result not normalized: %+v", s)
+			t.Fatalf("Normalize of the FromEnv result not idempotent: %+v", s)
 		}
 	})
 }
 
-func checkSettings(t *testing.T, s lockout.Settings) {
+func checkSettings(t *testing.T, s lockout.Config) {
 	t.Helper()
-	if s.BaseCooldown < lockout.MinBaseCooldown || s.BaseCooldown > lockout.MaxBaseCooldown {
+	if s.BaseCooldown < 5*time.Second || s.BaseCooldown > 10*time.Minute {
 		t.Fatalf("base %v out of range", s.BaseCooldown)
 	}
-	if s.MaxCooldown < s.BaseCooldown || s.MaxCooldown > lockout.MaxMaxCooldown {
+	if s.MaxCooldown < s.BaseCooldown || s.MaxCooldown > time.Hour {
 		t.Fatalf("max %v out of [base %v, 1h]", s.MaxCooldown, s.BaseCooldown)
 	}
-	if s.MaxBackoffSteps < 1 || s.MaxBackoffSteps > lockout.MaxMaxBackoffSteps {
-		t.Fatalf("steps %d out of range", s.MaxBackoffSteps)
+	if s.MaxBackoffSteps == nil || *s.MaxBackoffSteps < 0 || *s.MaxBackoffSteps > 20 {
+		t.Fatalf("steps %v out of range", s.MaxBackoffSteps)
 	}
-	if s.EscalationWindow < 0 || s.EscalationWindow > lockout.MaxEscalationWindow {
+	if s.EscalationWindow < 0 || s.EscalationWindow > 24*time.Hour {
 		t.Fatalf("window %v out of range", s.EscalationWindow)
 	}
-	if s.MaxEntries < lockout.MinMaxEntries || s.MaxEntries > lockout.MaxMaxEntries {
+	if s.MaxEntries < 16 || s.MaxEntries > 10_000_000 {
 		t.Fatalf("entries %d out of range", s.MaxEntries)
 	}
 	if len(s.ErrorCodes) == 0 {
@@ -176,9 +186,9 @@ func checkSettings(t *testing.T, s lockout.Settings) {
 		}
 	}
 	// The largest escalation must not overflow.
-	if d := s.BaseCooldown << s.MaxBackoffSteps; d <= 0 || float64(d) > math.MaxInt64/2 {
+	if d := s.BaseCooldown << *s.MaxBackoffSteps; d <= 0 || float64(d) > math.MaxInt64/2 {
 		t.Fatalf("escalation overflows: %v", d)
 	}
 }
 
-func equalSettings(a, b lockout.Settings) bool { return reflect.DeepEqual(a, b) }
+func equalSettings(a, b lockout.Config) bool { return reflect.DeepEqual(a, b) }

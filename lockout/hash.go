@@ -7,12 +7,13 @@ import (
 	"unsafe"
 )
 
-// The keys of lookups are hashed by strhash rather than hash/maphash: most
-// are short strings, and for those a multiply-and-fold hash that the
-// compiler can inline costs a fraction of a call into the runtime. The
-// constants are odd 64-bit numbers with well mixed bits; the seeds are
-// drawn at start-up, so the placement of keys cannot be predicted from
-// outside the process.
+// The keys of lookups are hashed by strhash rather than hash/maphash
+// because of strhashLower: a check of an upper-case model hashes the model
+// as lowered without building the lowered string, and both must give the
+// same hash. On plain keys the two cost about the same
+// (BenchmarkStrhashVsMaphash). The constants are odd 64-bit numbers with
+// well mixed bits; the seeds are drawn at start-up, so the placement of keys
+// cannot be predicted from outside the process.
 const (
 	hashK0 = 0x9E3779B97F4A7C15
 	hashK1 = 0xC2B2AE3D27D4EB4F
@@ -41,6 +42,8 @@ func strhashLower(s string) uint64 { return hashString(s, true) }
 
 func hashString(s string, lower bool) uint64 {
 	n := len(s)
+	// unsafe: a read-only view of s's bytes, so that words can be loaded
+	// eight bytes at a time without copying s (BenchmarkLockedAt).
 	b := unsafe.Slice(unsafe.StringData(s), n)
 	var x, y uint64
 	switch {
@@ -116,6 +119,8 @@ func equalLower(lower, s string) bool {
 	if len(lower) != n {
 		return false
 	}
+	// unsafe: read-only views of the strings' bytes, compared a word at a
+	// time without copying (BenchmarkLockedAt/upper-case-miss).
 	a := unsafe.Slice(unsafe.StringData(lower), n)
 	b := unsafe.Slice(unsafe.StringData(s), n)
 	switch {

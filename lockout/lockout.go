@@ -22,38 +22,13 @@ const (
 	exactPrefix   = "exact:"
 )
 
-// Config configures a [Lockout]. The zero value means the defaults listed
-// next to each field.
-type Config struct {
-	// Settings are the tunable numbers; see [Settings.Normalize].
-	Settings Settings
-
-	// Families maps a canonical provider id to its quota-family function.
-	// Nil means DefaultFamilies; providers without an entry use the model
-	// itself as the family.
-	Families map[string]FamilyFunc
-
-	// Aliases maps provider aliases to canonical ids, applied to every
-	// provider argument. Nil means DefaultAliases; an empty map means none.
-	Aliases map[string]string
-
-	// Location is the time zone of "local midnight", the end of a
-	// quota_exhausted lock that has no exact length. Nil means time.Local.
-	Location *time.Location
-
-	// OnChange, when not nil, is called after a lock is created, extended,
-	// cleared, removed by decay or evicted. It is called outside the
-	// Lockout's locks, possibly from several goroutines at once.
-	OnChange func(Change)
-}
-
 // Lockout tracks per-model failures and locks for provider + connection +
 // model triples. A failure is written under one of three keys (see [Scope]):
 // the model's quota family, the model, or the exact (trimmed, lower-cased)
 // model. A check looks at all three.
 //
-// Use [New]. The zero value is a disabled Lockout whose settings can be set
-// with [Lockout.SetSettings]; it has no quota families or aliases.
+// Use [New]. The zero value is a disabled Lockout that [Lockout.SetConfig]
+// can configure.
 //
 // The hot path is [Lockout.LockedAt]; it allocates nothing for ASCII model
 // names. Failures go to [Lockout.RecordFailureAt] and successes to
@@ -65,44 +40,17 @@ type Config struct {
 // no lock and write nothing, so they scale with the number of readers;
 // writes are serialised per group of connections. A check that races with
 // writes sees each of the model's keys either before or after a write.
+//
+// The entries live in a lock-free hash table of the package's own rather
+// than in sync.Map or a mutex-guarded map: with those, the checks of
+// BenchmarkLockedAt and BenchmarkLockedAtParallel took about twice as long,
+// above the 50 ns a check may cost (table.go has the details).
 type Lockout struct {
-	cfg      atomic.Pointer[config]
-	families []family // read-only after New
-	aliases  []alias  // read-only after New
-	loc      *time.Location
-	onChange func(Change)
-
+	cfg     atomic.Pointer[conf]
 	total   atomic.Int64 // entries across all shards
 	evictMu sync.Mutex   // serialises cap evictions
 	shards  [numShards]shard
 }
-
-type config struct {
-	Settings
-	codes [(maxErrorCode + 64) / 64]uint64 // bitset of Settings.ErrorCodes
-}
-
-func (c *config) hasCode(status int) bool {
-	if status < 0 || status > maxErrorCode {
-		return false
-	}
-	return c.codes[status/64]&(1<<(status%64)) != 0
-}
-
-// window is the escalation window of e, minus e's last cooldown.
-func (c *config) window(e *entry) time.Duration {
-	if c.EscalationWindow > 0 {
-		return c.EscalationWindow
-	}
-	return e.resetAfter
-}
-
-type family struct {
-	provider string
-	fn       FamilyFunc
-}
-
-type alias struct{ from, to string }
 
 // shard holds the entries of the connections that hash to it. Lookups take
 // no lock (see [table]); writers hold mu.
@@ -113,7 +61,13 @@ type shard struct {
 	exact     atomic.Int64          // entries with exact keys, so checks can skip that lookup
 	used      int                   // slots of tab not free (entries and tombstones); guarded by mu
 	nextSweep time.Time             // guarded by mu
-	_         [64]byte              // keep neighbouring shards off one cache line
+	// order holds the shard's entries by the time they may be pruned
+	// (their retainUntil under keyed, the configuration the keys were
+	// computed with), soonest first; guarded by mu. Sweeps and the cap
+	// take their victims from its top.
+	order minHeap[entry]
+	keyed *conf
+	_     [64]byte // keep neighbouring shards off one cache line
 }
 
 // key identifies one entry. Family and model keys share one namespace (a
@@ -158,7 +112,11 @@ type entry struct {
 	lastFailureAt time.Time // zero: no failure recorded (manual lock)
 	resetAfter    time.Duration
 	lastCooldown  time.Duration
+
+	orderPos int // place in the shard's order heap; guarded by the shard's mu
 }
+
+func entryPos(e *entry) *int { return &e.orderPos }
 
 // publish stores e's lock for lookups. The caller holds the shard's lock.
 func (e *entry) publish() {
@@ -198,7 +156,7 @@ func (e *entry) active(now time.Time) bool {
 
 // retainUntil is the last instant e is still useful: its lock end or the
 // end of its escalation window, whichever is later.
-func (e *entry) retainUntil(c *config) time.Time {
+func (e *entry) retainUntil(c *conf) time.Time {
 	t := e.until
 	if !e.lastFailureAt.IsZero() {
 		if w := e.lastFailureAt.Add(c.window(e) + e.lastCooldown); w.After(t) {
@@ -208,88 +166,33 @@ func (e *entry) retainUntil(c *config) time.Time {
 	return t
 }
 
-// New returns a Lockout configured by c.
+// New returns a Lockout configured by c (normalized first).
 func New(c Config) *Lockout {
-	l := &Lockout{loc: c.Location, onChange: c.OnChange}
-	fams := c.Families
-	if fams == nil {
-		fams = DefaultFamilies()
-	}
-	for p, fn := range fams {
-		if fn != nil {
-			l.families = append(l.families, family{p, fn})
-		}
-	}
-	aliases := c.Aliases
-	if aliases == nil {
-		aliases = DefaultAliases()
-	}
-	for from, to := range aliases {
-		l.aliases = append(l.aliases, alias{from, to})
-	}
-	// Sorted for a deterministic scan; the tables are short in practice.
-	slices.SortFunc(l.families, func(a, b family) int { return cmp.Compare(a.provider, b.provider) })
-	slices.SortFunc(l.aliases, func(a, b alias) int { return cmp.Compare(a.from, b.from) })
-	l.SetSettings(c.Settings)
+	l := &Lockout{}
+	l.SetConfig(c)
 	return l
 }
 
-// SetSettings replaces the settings; they are normalized first. Existing
+// SetConfig replaces the configuration; it is normalized first. Existing
 // locks keep their end times. While Enabled is false every model reads as
 // unlocked and nothing new is recorded.
-func (l *Lockout) SetSettings(s Settings) { l.cfg.Store(newConfig(s)) }
+func (l *Lockout) SetConfig(c Config) { l.cfg.Store(newConf(c)) }
 
-func newConfig(s Settings) *config {
-	c := &config{Settings: s.Normalize()}
-	for _, code := range c.ErrorCodes {
-		c.codes[code/64] |= 1 << (code % 64)
-	}
+// Config returns the normalized configuration in use.
+func (l *Lockout) Config() Config {
+	c := l.conf().Config
+	c.ErrorCodes = slices.Clone(c.ErrorCodes)
+	c.MaxBackoffSteps = new(*c.MaxBackoffSteps)
 	return c
 }
 
-// Settings returns the normalized settings in use.
-func (l *Lockout) Settings() Settings {
-	s := l.config().Settings
-	s.ErrorCodes = slices.Clone(s.ErrorCodes)
-	return s
-}
+var zeroConf = newConf(Config{})
 
-var zeroConfig = newConfig(Settings{})
-
-func (l *Lockout) config() *config {
+func (l *Lockout) conf() *conf {
 	if c := l.cfg.Load(); c != nil {
 		return c
 	}
-	return zeroConfig
-}
-
-// canonical maps a provider alias to its canonical id. The alias table is
-// scanned linearly: it is short, and a length check rejects most entries.
-func (l *Lockout) canonical(provider string) string {
-	for i := range l.aliases {
-		if l.aliases[i].from == provider {
-			return l.aliases[i].to
-		}
-	}
-	return provider
-}
-
-func (l *Lockout) family(provider, model string) string {
-	if fn := l.familyFunc(provider); fn != nil {
-		return fn(model)
-	}
-	return model
-}
-
-// familyFunc returns provider's quota-family function, or nil when its
-// models are their own families.
-func (l *Lockout) familyFunc(provider string) FamilyFunc {
-	for i := range l.families {
-		if l.families[i].provider == provider {
-			return l.families[i].fn
-		}
-	}
-	return nil
+	return zeroConf
 }
 
 func (l *Lockout) shard(hc uint64) *shard {
@@ -324,6 +227,9 @@ func exactName(model string, buf *[maxStackModel]byte) string {
 		}
 		buf[i] = c
 	}
+	// unsafe: the lowered name is used only for a lookup while buf is
+	// live, and building a string of it would allocate on every check of an
+	// upper-case model with white space (TestLockedAtAllocatesNothing).
 	return unsafe.String(&buf[0], len(m))
 }
 
@@ -357,7 +263,7 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 	if t == nil {
 		return time.Time{}, "", false // nothing is tracked near this connection
 	}
-	provider = l.canonical(provider)
+	provider = c.canonical(provider)
 	// exactKeys: model may have an exact key of its own; exactForm: that
 	// key's name is model itself.
 	exactKeys := sh.exact.Load() > 0
@@ -396,7 +302,7 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 			}
 		}
 	}
-	if fn := l.familyFunc(provider); fn != nil {
+	if fn := c.familyFunc(provider); fn != nil {
 		if fam := fn(model); fam != model {
 			if e := t.find(keyHash(hc, strhash(fam)), key{provider, connection, fam, false}); e != nil {
 				best = later(best, e.view.Load(), now)
@@ -429,6 +335,8 @@ func modelForm(model string) int {
 	if n == 0 || asciiSpace(model[0]) || asciiSpace(model[n-1]) {
 		return formOther
 	}
+	// unsafe: a read-only view of model's bytes, classified a word at a time
+	// without copying (BenchmarkLockedAt/upper-case-miss).
 	b := unsafe.Slice(unsafe.StringData(model), n)
 	var high, upper uint64
 	switch {
@@ -501,7 +409,7 @@ func lockedExact(t *table, hc uint64, provider, connection, model string) *lockV
 // visit calls fn with each entry stored under one of model's keys: the
 // model, its family and its exact form. fn may remove the entry it is given.
 // visit only reads; with fn writing, the caller holds sh.mu.
-func (l *Lockout) visit(sh *shard, hc uint64, provider, connection, model string, fn func(*entry)) {
+func (l *Lockout) visit(c *conf, sh *shard, hc uint64, provider, connection, model string, fn func(*entry)) {
 	t := sh.tab.Load()
 	if t == nil {
 		return
@@ -525,7 +433,7 @@ func (l *Lockout) visit(sh *shard, hc uint64, provider, connection, model string
 			fn(e)
 		}
 	}
-	if fam := l.family(provider, model); fam != model {
+	if fam := c.family(provider, model); fam != model {
 		if e := t.find(keyHash(hc, strhash(fam)), key{provider, connection, fam, false}); e != nil {
 			fn(e)
 		}
@@ -537,37 +445,25 @@ func (l *Lockout) visit(sh *shard, hc uint64, provider, connection, model string
 	}
 }
 
-// Check is shorthand for CheckAt(provider, connection, model, time.Now()).
-func (l *Lockout) Check(provider, connection, model string) error {
-	return l.CheckAt(provider, connection, model, time.Now())
-}
-
-// CheckAt returns nil when model is not locked at now, and a
-// [*LockedError] (matching [ErrLocked]) when it is. Use [Lockout.LockedAt]
+// CheckAt returns nil when model is not locked at now, and an [*Error] with
+// [CodeLocked] (matching [ErrLocked]) when it is. Use [Lockout.LockedAt]
 // where allocation matters.
 func (l *Lockout) CheckAt(provider, connection, model string, now time.Time) error {
 	until, reason, locked := l.LockedAt(provider, connection, model, now)
 	if !locked {
 		return nil
 	}
-	return &LockedError{
-		Provider:   l.canonical(provider),
-		Connection: connection,
-		Model:      model,
-		Reason:     reason,
-		Until:      until,
-		RetryAfter: until.Sub(now),
-	}
+	return lockedError(l.conf().canonical(provider), connection, model, reason, until, now)
 }
 
 // keyFor returns the key a write with this scope uses for model, and its
 // hash. The key may share memory with the arguments and with buf; see
 // [key.own].
-func (l *Lockout) keyFor(provider, connection string, scope Scope, model string, buf *[maxStackModel]byte) (key, uint64) {
+func keyFor(c *conf, provider, connection string, scope Scope, model string, buf *[maxStackModel]byte) (key, uint64) {
 	k := key{provider: provider, connection: connection}
 	switch scope {
 	case ScopeFamily:
-		k.name = l.family(provider, model)
+		k.name = c.family(provider, model)
 	case ScopeExact:
 		k.name, k.exact = exactName(model, buf), true
 	default:
@@ -591,16 +487,13 @@ func (k key) own() key {
 	return key{s[:p], s[p:c], s[c:], k.exact}
 }
 
-// RecordFailure is shorthand for RecordFailureAt(f, time.Now()).
-func (l *Lockout) RecordFailure(f Failure) Result { return l.RecordFailureAt(f, time.Now()) }
-
 // RecordFailureAt records a model-level failure at now and locks the key
 // its scope resolves to (see [ResolveScope]). It does nothing and returns
 // a zero Result when lockout is disabled, f.Status is not one of the error
 // codes, or f.Model is empty.
 //
 // The failure escalates the previous one on the same key when it comes
-// within the escalation window (see Settings.EscalationWindow); the count
+// within the escalation window (see Config.EscalationWindow); the count
 // then rises by one, otherwise it starts at 1. The lock length is
 // f.Cooldown when given (capped by MaxCooldown unless f.UpstreamReset);
 // the time to the next midnight in Config.Location for quota_exhausted
@@ -609,15 +502,12 @@ func (l *Lockout) RecordFailure(f Failure) Result { return l.RecordFailureAt(f, 
 // FixedCooldown is set, capped by MaxCooldown. A lock that already ends
 // later is kept.
 func (l *Lockout) RecordFailureAt(f Failure, now time.Time) Result {
-	c := l.config()
-	if !c.Enabled || f.Model == "" || !c.hasCode(f.Status) {
+	c := l.conf()
+	if !c.Enabled || f.Model == "" || !c.codes.has(f.Status) {
 		return Result{}
 	}
 	return l.write(c, f, now, true)
 }
-
-// Lock is shorthand for LockAt(f, time.Now()).
-func (l *Lockout) Lock(f Failure) Result { return l.LockAt(f, time.Now()) }
 
 // LockAt locks a key for f.Cooldown from now without counting a failure or
 // consulting the error codes: the scope comes from f.Scope (or f.Status,
@@ -626,36 +516,36 @@ func (l *Lockout) Lock(f Failure) Result { return l.LockAt(f, time.Now()) }
 // that already ends later is kept. LockAt does nothing when lockout is
 // disabled, f.Model is empty or f.Cooldown is not positive.
 func (l *Lockout) LockAt(f Failure, now time.Time) Result {
-	c := l.config()
+	c := l.conf()
 	if !c.Enabled || f.Model == "" || f.Cooldown <= 0 {
 		return Result{}
 	}
 	return l.write(c, f, now, false)
 }
 
-func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Result {
-	provider := l.canonical(f.Provider)
+func (l *Lockout) write(c *conf, f Failure, now time.Time, failure bool) Result {
+	provider := c.canonical(f.Provider)
 	scope := ResolveScope(f.Scope, f.Status)
 	reason := f.Reason
 	if reason == "" {
 		reason = ReasonForStatus(f.Status)
 	}
 	var buf [maxStackModel]byte
-	k, h := l.keyFor(provider, f.Connection, scope, f.Model, &buf)
+	k, h := keyFor(c, provider, f.Connection, scope, f.Model, &buf)
 	resetAfter := f.ResetAfter
 	if resetAfter <= 0 {
-		resetAfter = DefaultResetAfter
+		resetAfter = defaultResetAfter
 	}
 	exact, upstream := f.Cooldown, f.UpstreamReset
 	if exact <= 0 {
 		upstream = false
 		if failure && reason == ReasonQuotaExhausted {
-			exact = l.untilMidnight(now)
+			exact = untilMidnight(c.loc, now)
 		}
 	}
 
 	sh := l.shard(strhash(f.Connection))
-	var events []Change
+	var events []Event
 	sh.mu.Lock()
 	if !now.Before(sh.nextSweep) || now.Add(defaultSweepInterval).Before(sh.nextSweep) {
 		l.sweepLocked(sh, c, now)
@@ -700,8 +590,8 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		e.reason = reason
 		e.scope = scope
 		e.publish()
-		if l.onChange != nil {
-			events = append(events, Change{Kind: ChangeLocked, Lock: e.info(now)})
+		if c.OnChange != nil {
+			events = append(events, e.event(EventLocked, now, false))
 		}
 	}
 	res := Result{
@@ -712,17 +602,18 @@ func (l *Lockout) write(c *config, f Failure, now time.Time, failure bool) Resul
 		FailureCount: e.count,
 		ResetAfter:   resetAfter,
 	}
+	l.keyLocked(sh, c, e)
 	sh.mu.Unlock()
 
 	if l.total.Load() > int64(c.MaxEntries) {
 		events = l.evict(c, now, e, events)
 	}
-	l.emit(events)
+	emit(c, events)
 	return res
 }
 
 // cooldownFor returns the lock length of the count-th consecutive failure.
-func cooldownFor(c *config, count int, exact time.Duration, upstream bool) time.Duration {
+func cooldownFor(c *conf, count int, exact time.Duration, upstream bool) time.Duration {
 	if exact > 0 {
 		if upstream {
 			return exact
@@ -733,17 +624,13 @@ func cooldownFor(c *config, count int, exact time.Duration, upstream bool) time.
 		return min(c.BaseCooldown, c.MaxCooldown)
 	}
 	// BaseCooldown ≤ 10 min and the shift ≤ 20, so this cannot overflow.
-	shift := min(count-1, c.MaxBackoffSteps)
+	shift := min(count-1, c.steps)
 	return min(c.BaseCooldown<<shift, c.MaxCooldown)
 }
 
-// untilMidnight returns the time from now to the next midnight in the
-// configured zone, at most 24 h.
-func (l *Lockout) untilMidnight(now time.Time) time.Duration {
-	loc := l.loc
-	if loc == nil {
-		loc = time.Local
-	}
+// untilMidnight returns the time from now to the next midnight in loc, at
+// most 24 h.
+func untilMidnight(loc *time.Location, now time.Time) time.Duration {
 	t := now.In(loc)
 	next := time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, loc)
 	d := next.Sub(now)
@@ -751,11 +638,6 @@ func (l *Lockout) untilMidnight(now time.Time) time.Duration {
 		d = quotaDayGuard
 	}
 	return d
-}
-
-// Decay is shorthand for DecayAt(provider, connection, model, time.Now()).
-func (l *Lockout) Decay(provider, connection, model string) (count int, cleared bool) {
-	return l.DecayAt(provider, connection, model, time.Now())
 }
 
 // DecayAt records a success of model on provider's connection: the failure
@@ -768,30 +650,31 @@ func (l *Lockout) DecayAt(provider, connection, model string, now time.Time) (co
 	if model == "" {
 		return 0, false
 	}
-	provider = l.canonical(provider)
+	c := l.conf()
+	provider = c.canonical(provider)
 	hc := strhash(connection)
 	sh := l.shard(hc)
 	found := false
-	l.visit(sh, hc, provider, connection, model, func(*entry) { found = true })
+	l.visit(c, sh, hc, provider, connection, model, func(*entry) { found = true })
 	if !found {
 		return 0, false // the common success path: nothing to decay
 	}
-	var events []Change
+	var events []Event
 	sh.mu.Lock()
-	l.visit(sh, hc, provider, connection, model, func(e *entry) {
+	l.visit(c, sh, hc, provider, connection, model, func(e *entry) {
 		e.count /= 2
 		if e.count > 0 {
 			count = max(count, e.count)
 			return
 		}
-		if l.onChange != nil && e.active(now) {
-			events = append(events, Change{Kind: ChangeDecayed, Lock: e.info(now)})
+		if c.OnChange != nil && e.active(now) {
+			events = append(events, e.event(EventDecayed, now, true))
 		}
 		l.removeLocked(sh, e)
 		cleared = true
 	})
 	sh.mu.Unlock()
-	l.emit(events)
+	emit(c, events)
 	return count, cleared
 }
 
@@ -808,22 +691,23 @@ func (l *Lockout) ClearAt(provider, connection, model string, now time.Time) boo
 	if model == "" {
 		return false
 	}
-	provider = l.canonical(provider)
+	c := l.conf()
+	provider = c.canonical(provider)
 	hc := strhash(connection)
 	sh := l.shard(hc)
 	removed := false
-	var events []Change
+	var events []Event
 	clear := func(e *entry) {
 		if e.active(now) {
 			removed = true
-			if l.onChange != nil {
-				events = append(events, Change{Kind: ChangeCleared, Lock: e.info(now)})
+			if c.OnChange != nil {
+				events = append(events, e.event(EventCleared, now, true))
 			}
 		}
 		l.removeLocked(sh, e)
 	}
 	sh.mu.Lock()
-	l.visit(sh, hc, provider, connection, model, clear)
+	l.visit(c, sh, hc, provider, connection, model, clear)
 	if len(model) > len(exactPrefix) && strings.EqualFold(model[:len(exactPrefix)], exactPrefix) {
 		// The listed name of an exact key.
 		k := key{provider, connection, exactKey(model[len(exactPrefix):]), true}
@@ -832,7 +716,7 @@ func (l *Lockout) ClearAt(provider, connection, model string, now time.Time) boo
 		}
 	}
 	sh.mu.Unlock()
-	l.emit(events)
+	emit(c, events)
 	return removed
 }
 
@@ -858,7 +742,7 @@ func (l *Lockout) Snapshot() []Info { return l.SnapshotAt(time.Now()) }
 // SnapshotAt prunes expired entries and returns the locks active at now,
 // sorted by provider, connection and model.
 func (l *Lockout) SnapshotAt(now time.Time) []Info {
-	c := l.config()
+	c := l.conf()
 	var out []Info
 	for i := range l.shards {
 		sh := &l.shards[i]
@@ -881,15 +765,35 @@ func (l *Lockout) SnapshotAt(now time.Time) []Info {
 	return out
 }
 
-func (e *entry) info(now time.Time) Info {
-	name := e.name
+// listedName is e's model part as listings show it.
+func (e *entry) listedName() string {
 	if e.exact {
-		name = exactPrefix + name
+		return exactPrefix + e.name
 	}
+	return e.name
+}
+
+func (e *entry) event(kind EventKind, now time.Time, removed bool) Event {
+	ev := Event{
+		Kind:       kind,
+		Provider:   e.provider,
+		Connection: e.connection,
+		Model:      e.listedName(),
+		Scope:      e.scope,
+		At:         now,
+		Removed:    removed,
+	}
+	if !removed {
+		ev.Reason, ev.FailureCount, ev.LockedAt, ev.Until = e.reason, e.count, e.lockedAt, e.until
+	}
+	return ev
+}
+
+func (e *entry) info(now time.Time) Info {
 	return Info{
 		Provider:     e.provider,
 		Connection:   e.connection,
-		Model:        name,
+		Model:        e.listedName(),
 		Scope:        e.scope,
 		Reason:       e.reason,
 		Remaining:    max(e.until.Sub(now), 0),
@@ -900,14 +804,40 @@ func (e *entry) info(now time.Time) Info {
 }
 
 // sweepLocked removes sh's entries that are past both their lock and their
-// escalation window. The caller holds sh.mu.
-func (l *Lockout) sweepLocked(sh *shard, c *config, now time.Time) {
-	sh.each(func(e *entry) {
-		if now.After(e.retainUntil(c)) {
-			l.removeLocked(sh, e)
-		}
-	})
+// escalation window. They are on top of the shard's order, so a sweep costs
+// O(log n) per entry it removes. The caller holds sh.mu.
+func (l *Lockout) sweepLocked(sh *shard, c *conf, now time.Time) {
+	l.rekeyLocked(sh, c)
+	for e, _ := sh.order.Top(); e != nil && now.After(e.retainUntil(c)); e, _ = sh.order.Top() {
+		l.removeLocked(sh, e)
+	}
 	sh.compact()
+}
+
+// keyLocked places e in sh's order by its retention under c. The caller
+// holds sh.mu.
+func (l *Lockout) keyLocked(sh *shard, c *conf, e *entry) {
+	if sh.keyed != c {
+		l.rekeyLocked(sh, c)
+	}
+	if sh.order.pos == nil {
+		sh.order.pos = entryPos
+	}
+	sh.order.Set(e, stamp(e.retainUntil(c)))
+}
+
+// rekeyLocked re-orders sh's entries when the configuration changed since
+// their keys were computed (the retention depends on EscalationWindow).
+// The caller holds sh.mu.
+func (l *Lockout) rekeyLocked(sh *shard, c *conf) {
+	if sh.keyed == c {
+		return
+	}
+	sh.keyed = c
+	if sh.order.pos == nil {
+		sh.order.pos = entryPos
+	}
+	sh.each(func(e *entry) { sh.order.Set(e, stamp(e.retainUntil(c))) })
 }
 
 // removeLocked removes e from sh. It reports whether e was present. The
@@ -916,15 +846,19 @@ func (l *Lockout) removeLocked(sh *shard, e *entry) bool {
 	if !sh.remove(e) {
 		return false
 	}
+	sh.order.Remove(e)
 	l.total.Add(-1)
 	return true
 }
 
 // evict brings the entry count back under the cap: first every expired
-// entry goes, then, if still needed, the entries closest to expiry, down to
-// seven eighths of the cap so the work is amortised over many writes. The
-// entry just written, keep, is spared: the write reports it locked.
-func (l *Lockout) evict(c *config, now time.Time, keep *entry, events []Change) []Change {
+// entry goes, then, if still needed, the entries closest to expiry (ties in
+// key order), down to seven eighths of the cap so that evictions are rare.
+// The entry just written, keep, is spared: the write reports it locked.
+// Each entry removed costs O(log n) and a look at the 32 shards' tops; the
+// other entries are not visited. Writers wait while it runs; lookups do
+// not.
+func (l *Lockout) evict(c *conf, now time.Time, keep *entry, events []Event) []Event {
 	l.evictMu.Lock()
 	defer l.evictMu.Unlock()
 	limit := int64(c.MaxEntries)
@@ -941,46 +875,96 @@ func (l *Lockout) evict(c *config, now time.Time, keep *entry, events []Change) 
 	if l.total.Load() <= limit {
 		return events
 	}
-	type victim struct {
-		shard  int
-		e      *entry
-		retain time.Time
-	}
-	var vs []victim
+	// Writers hold one shard at a time, so taking every shard in order
+	// cannot deadlock.
 	for i := range l.shards {
-		sh := &l.shards[i]
-		sh.mu.Lock()
-		sh.each(func(e *entry) {
-			if e != keep {
-				vs = append(vs, victim{i, e, e.retainUntil(c)})
-			}
-		})
-		sh.mu.Unlock()
+		l.shards[i].mu.Lock()
 	}
-	slices.SortStableFunc(vs, func(a, b victim) int { return a.retain.Compare(b.retain) })
+	defer func() {
+		for i := range l.shards {
+			l.shards[i].mu.Unlock()
+		}
+	}()
+	for i := range l.shards {
+		l.rekeyLocked(&l.shards[i], c)
+	}
+	var keepShard *shard
+	var keepKey int64
+	if keep != nil && keep.orderPos != 0 {
+		keepShard = l.shard(strhash(keep.connection))
+		keepKey = keepShard.order.Key(keep)
+		keepShard.order.Remove(keep)
+	}
+	type victim struct {
+		sh *shard
+		e  *entry
+	}
+	var group []victim
 	excess := l.total.Load() - (limit - limit/evictLowWaterFraction)
-	for _, v := range vs {
-		if excess <= 0 {
+	for excess > 0 {
+		// The entries closest to expiry, from every shard, and among them
+		// the first in key order, so that eviction does not depend on
+		// where the hash seeds placed the entries.
+		least, found := int64(0), false
+		for i := range l.shards {
+			if e, k := l.shards[i].order.Top(); e != nil && (!found || k < least) {
+				least, found = k, true
+			}
+		}
+		if !found {
 			break
 		}
-		sh := &l.shards[v.shard]
-		sh.mu.Lock()
-		if l.removeLocked(sh, v.e) {
-			if l.onChange != nil && v.e.active(now) {
-				events = append(events, Change{Kind: ChangeEvicted, Lock: v.e.info(now)})
+		group = group[:0]
+		for i := range l.shards {
+			sh := &l.shards[i]
+			for e, k := sh.order.Top(); e != nil && k == least; e, k = sh.order.Top() {
+				sh.order.Remove(e)
+				group = append(group, victim{sh, e})
 			}
-			excess--
 		}
-		sh.mu.Unlock()
+		slices.SortFunc(group, func(a, b victim) int {
+			return cmp.Or(cmp.Compare(a.e.provider, b.e.provider),
+				cmp.Compare(a.e.connection, b.e.connection),
+				cmp.Compare(a.e.name, b.e.name),
+				cmpBool(a.e.exact, b.e.exact))
+		})
+		for _, v := range group {
+			if excess <= 0 {
+				v.sh.order.Set(v.e, least) // not needed: back in its place
+				continue
+			}
+			if l.removeLocked(v.sh, v.e) {
+				if c.OnChange != nil && v.e.active(now) {
+					events = append(events, v.e.event(EventEvicted, now, true))
+				}
+				excess--
+			}
+		}
+	}
+	if keepShard != nil {
+		keepShard.order.Set(keep, keepKey)
+	}
+	for i := range l.shards {
+		l.shards[i].compact()
 	}
 	return events
 }
 
-func (l *Lockout) emit(events []Change) {
-	if l.onChange == nil {
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+func emit(c *conf, events []Event) {
+	if c.OnChange == nil {
 		return
 	}
 	for _, ev := range events {
-		l.onChange(ev)
+		c.OnChange(ev)
 	}
 }

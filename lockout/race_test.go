@@ -16,8 +16,8 @@ import (
 func TestConcurrentUse(t *testing.T) {
 	var changes atomic.Int64
 	l := lockout.New(lockout.Config{
-		Settings: lockout.Settings{Enabled: true, MaxEntries: 64},
-		OnChange: func(lockout.Change) { changes.Add(1) },
+		Enabled: true, MaxEntries: 64,
+		OnChange: func(lockout.Event) { changes.Add(1) },
 	})
 	const workers, rounds = 8, 300
 	var wg sync.WaitGroup
@@ -65,7 +65,7 @@ func TestConcurrentUse(t *testing.T) {
 // connections, so that the tables the checks read are grown, filled with
 // tombstones and rebuilt under them. The checks must never miss a lock.
 func TestChecksDuringRebuilds(t *testing.T) {
-	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true, MaxEntries: 1 << 20}})
+	l := lockout.New(lockout.Config{Enabled: true, MaxEntries: 1 << 20})
 	conns := []string{"a", "b", "c", "d"}
 	for _, c := range conns {
 		l.LockAt(lockout.Failure{Provider: "p", Connection: c, Model: "Fixed-Model", Scope: lockout.ScopeExact, Cooldown: time.Hour}, t0)
@@ -103,7 +103,7 @@ func TestChecksDuringRebuilds(t *testing.T) {
 // swept and inserted again in front of it. A check must never stop at the
 // twin: the model key's lock, the later one, must always win.
 func TestChecksWhileTwinComesAndGoes(t *testing.T) {
-	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true}})
+	l := lockout.New(lockout.Config{Enabled: true})
 	const p, c, m = "p", "c", "m"
 	// The twin first, so it takes the home slot and the model key the next.
 	l.LockAt(lockout.Failure{Provider: p, Connection: c, Model: m, Scope: lockout.ScopeExact, Cooldown: time.Millisecond}, t0)

@@ -16,9 +16,9 @@ var t0 = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-func enabled(s lockout.Settings) lockout.Config {
-	s.Enabled = true
-	return lockout.Config{Settings: s}
+func enabled(c lockout.Config) lockout.Config {
+	c.Enabled = true
+	return c
 }
 
 func assertLocked(t *testing.T, l *lockout.Lockout, p, c, m string, now time.Time, want bool) {
@@ -29,7 +29,7 @@ func assertLocked(t *testing.T, l *lockout.Lockout, p, c, m string, now time.Tim
 
 // Scenario 1: a lock holds until and including its end.
 func TestScenarioLockHoldsThroughUntil(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	res := l.LockAt(lockout.Failure{Provider: "openai", Connection: "c1", Model: "gpt-4o",
 		Reason: lockout.ReasonRateLimited, Scope: lockout.ScopeModel, Cooldown: ms(60000)}, t0)
 	require.True(t, res.Locked)
@@ -44,7 +44,7 @@ func TestScenarioLockHoldsThroughUntil(t *testing.T) {
 
 // Scenario 2: a shorter lock never shortens a longer one.
 func TestScenarioLockNeverShortens(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	f := lockout.Failure{Provider: "openai", Connection: "c1", Model: "gpt-4o", Scope: lockout.ScopeModel}
 	f.Cooldown = ms(120000)
 	l.LockAt(f, t0)
@@ -66,7 +66,7 @@ func TestScenarioLockNeverShortens(t *testing.T) {
 // path and the base is at least 5 s, so base 5 s with 5 steps gives
 // 5, 10, 20, 40, 80, 160, 160 s.
 func TestScenarioEscalation(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{BaseCooldown: 5 * time.Second, MaxBackoffSteps: 5}))
+	l := lockout.New(enabled(lockout.Config{BaseCooldown: 5 * time.Second, MaxBackoffSteps: new(5)}))
 	want := []time.Duration{5, 10, 20, 40, 80, 160, 160}
 	now := t0
 	for i, w := range want {
@@ -84,18 +84,18 @@ func TestScenarioEscalation(t *testing.T) {
 func TestEscalationDefaultsAndCaps(t *testing.T) {
 	tests := []struct {
 		name string
-		s    lockout.Settings
+		s    lockout.Config
 		want []time.Duration
 	}{
-		{"defaults: 120 s doubling to the 30 min cap", lockout.Settings{},
+		{"defaults: 120 s doubling to the 30 min cap", lockout.Config{},
 			[]time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute}},
-		{"fixed cooldown", lockout.Settings{FixedCooldown: true},
+		{"fixed cooldown", lockout.Config{FixedCooldown: true},
 			[]time.Duration{2 * time.Minute, 2 * time.Minute, 2 * time.Minute}},
-		{"negative steps mean no escalation", lockout.Settings{MaxBackoffSteps: -1, BaseCooldown: 10 * time.Second},
+		{"negative steps mean no escalation", lockout.Config{MaxBackoffSteps: new(-1), BaseCooldown: 10 * time.Second},
 			[]time.Duration{10 * time.Second, 10 * time.Second}},
-		{"one step", lockout.Settings{MaxBackoffSteps: 1, BaseCooldown: 10 * time.Second},
+		{"one step", lockout.Config{MaxBackoffSteps: new(1), BaseCooldown: 10 * time.Second},
 			[]time.Duration{10 * time.Second, 20 * time.Second, 20 * time.Second}},
-		{"max cap", lockout.Settings{BaseCooldown: 10 * time.Second, MaxCooldown: 25 * time.Second},
+		{"max cap", lockout.Config{BaseCooldown: 10 * time.Second, MaxCooldown: 25 * time.Second},
 			[]time.Duration{10 * time.Second, 20 * time.Second, 25 * time.Second}},
 	}
 	for _, tt := range tests {
@@ -112,7 +112,7 @@ func TestEscalationDefaultsAndCaps(t *testing.T) {
 func TestEscalationWindow(t *testing.T) {
 	f := lockout.Failure{Provider: "p", Connection: "c", Model: "m", Status: 502, ResetAfter: 30 * time.Second}
 	t.Run("profile reset plus last cooldown", func(t *testing.T) {
-		l := lockout.New(enabled(lockout.Settings{BaseCooldown: 10 * time.Second}))
+		l := lockout.New(enabled(lockout.Config{BaseCooldown: 10 * time.Second}))
 		assert.Equal(t, 1, l.RecordFailureAt(f, t0).FailureCount)
 		// Window: 30 s reset + 10 s cooldown = 40 s; exactly 40 s later is inside.
 		assert.Equal(t, 2, l.RecordFailureAt(f, t0.Add(40*time.Second)).FailureCount)
@@ -122,14 +122,14 @@ func TestEscalationWindow(t *testing.T) {
 		assert.Equal(t, 10*time.Second, res.Cooldown)
 	})
 	t.Run("zero reset means 30 min", func(t *testing.T) {
-		l := lockout.New(enabled(lockout.Settings{BaseCooldown: 10 * time.Second}))
+		l := lockout.New(enabled(lockout.Config{BaseCooldown: 10 * time.Second}))
 		g := f
 		g.ResetAfter = 0
-		assert.Equal(t, lockout.DefaultResetAfter, l.RecordFailureAt(g, t0).ResetAfter)
+		assert.Equal(t, 30*time.Minute, l.RecordFailureAt(g, t0).ResetAfter)
 		assert.Equal(t, 2, l.RecordFailureAt(g, t0.Add(30*time.Minute+10*time.Second)).FailureCount)
 	})
 	t.Run("setting overrides the profile reset", func(t *testing.T) {
-		l := lockout.New(enabled(lockout.Settings{BaseCooldown: 10 * time.Second, EscalationWindow: 5 * time.Second}))
+		l := lockout.New(enabled(lockout.Config{BaseCooldown: 10 * time.Second, EscalationWindow: 5 * time.Second}))
 		l.RecordFailureAt(f, t0)
 		assert.Equal(t, 2, l.RecordFailureAt(f, t0.Add(15*time.Second)).FailureCount)
 		assert.Equal(t, 1, l.RecordFailureAt(f, t0.Add(40*time.Second+time.Millisecond)).FailureCount)
@@ -154,7 +154,7 @@ func TestScenarioQuotaUntilMidnight(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true, MaxCooldown: tt.max}, Location: zone})
+			l := lockout.New(lockout.Config{Enabled: true, MaxCooldown: tt.max, Location: zone})
 			res := l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "m",
 				Status: 429, Reason: lockout.ReasonQuotaExhausted}, tt.now.UTC())
 			assert.Equal(t, tt.want, res.Cooldown)
@@ -164,7 +164,7 @@ func TestScenarioQuotaUntilMidnight(t *testing.T) {
 }
 
 func TestExactCooldown(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	f := lockout.Failure{Provider: "p", Connection: "c", Model: "m", Status: 429, Cooldown: 2 * time.Hour}
 	assert.Equal(t, 30*time.Minute, l.RecordFailureAt(f, t0).Cooldown, "clamped to the max")
 	f.Model, f.UpstreamReset = "n", true
@@ -176,7 +176,7 @@ func TestExactCooldown(t *testing.T) {
 // Scenario 5: a 429 locks the codex family, a 502 only the exact model.
 func TestScenarioCodexFamily(t *testing.T) {
 	t.Run("429 locks every gpt-5 model", func(t *testing.T) {
-		l := lockout.New(enabled(lockout.Settings{}))
+		l := lockout.New(enabled(lockout.Config{}))
 		res := l.RecordFailureAt(lockout.Failure{Provider: "codex", Connection: "c1", Model: "gpt-5.6-luna", Status: 429}, t0)
 		assert.Equal(t, lockout.ScopeFamily, res.Scope)
 		assertLocked(t, l, "codex", "c1", "gpt-5.6-sol", t0, true)
@@ -185,7 +185,7 @@ func TestScenarioCodexFamily(t *testing.T) {
 		assertLocked(t, l, "codex", "c2", "gpt-5.6-sol", t0, false)
 	})
 	t.Run("502 locks only the exact model", func(t *testing.T) {
-		l := lockout.New(enabled(lockout.Settings{}))
+		l := lockout.New(enabled(lockout.Config{}))
 		res := l.RecordFailureAt(lockout.Failure{Provider: "codex", Connection: "c1", Model: "gpt-5.6-luna", Status: 502}, t0)
 		assert.Equal(t, lockout.ScopeExact, res.Scope)
 		assertLocked(t, l, "codex", "c1", "gpt-5.6-sol", t0, false)
@@ -196,7 +196,7 @@ func TestScenarioCodexFamily(t *testing.T) {
 
 // Scenario 6: a 404 locks only the model that was not found.
 func TestScenarioNotFoundLocksModelOnly(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	res := l.RecordFailureAt(lockout.Failure{Provider: "antigravity", Connection: "c", Model: "gemini-3.6", Status: 404}, t0)
 	assert.Equal(t, lockout.ScopeModel, res.Scope)
 	assert.Equal(t, lockout.ReasonNotFound, l.SnapshotAt(t0)[0].Reason)
@@ -227,7 +227,7 @@ func TestScopeResolution(t *testing.T) {
 }
 
 func TestAntigravityExactScopeWins(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	res := l.RecordFailureAt(lockout.Failure{Provider: "antigravity", Connection: "c", Model: "Gemini-3.6", Status: 429, Scope: lockout.ScopeExact}, t0)
 	assert.Equal(t, lockout.ScopeExact, res.Scope)
 	snap := l.SnapshotAt(t0)
@@ -255,7 +255,7 @@ func lockAllShapes(t *testing.T, l *lockout.Lockout) {
 
 // Scenario 7: clearing removes every shape; a second clear finds nothing.
 func TestScenarioClearAllShapes(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	lockAllShapes(t, l)
 	assert.True(t, l.ClearAt("codex", "c1", "gpt-5.6-luna", t0))
 	assertLocked(t, l, "codex", "c1", "gpt-5.6-luna", t0, false)
@@ -266,7 +266,7 @@ func TestScenarioClearAllShapes(t *testing.T) {
 }
 
 func TestClearByListedName(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "A:B", Status: 502}, t0)
 	l.RecordFailureAt(lockout.Failure{Provider: "codex", Connection: "c", Model: "gpt-5", Status: 429}, t0)
 	assert.True(t, l.ClearAt("p", "c", "exact:a:b", t0))
@@ -278,7 +278,7 @@ func TestClearByListedName(t *testing.T) {
 // Scenario 8 with D6: decay halves the count on every shape and removes
 // the lock at 0.
 func TestScenarioDecay(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	for i := range 5 {
 		l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "m", Status: 429}, t0.Add(time.Duration(i)*time.Second))
 	}
@@ -301,7 +301,7 @@ func TestScenarioDecay(t *testing.T) {
 }
 
 func TestDecayWalksAllShapes(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	lockAllShapes(t, l)
 	// Two more family failures: family 3, model 1, exact 1.
 	l.RecordFailureAt(lockout.Failure{Provider: "codex", Connection: "c1", Model: "gpt-5.6-sol", Status: 429}, t0)
@@ -319,7 +319,7 @@ func TestDecayWalksAllShapes(t *testing.T) {
 
 // Scenario 9: an exact key lists its model as "exact:<model>".
 func TestScenarioListExact(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "A:B", Status: 503}, t0)
 	snap := l.SnapshotAt(t0.Add(30 * time.Second))
 	require.Len(t, snap, 1)
@@ -339,7 +339,7 @@ func TestScenarioListExact(t *testing.T) {
 // Scenario 11 with D6: a status outside the error codes never locks, on
 // every path.
 func TestScenarioStatusOutsideCodes(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	res := l.RecordFailureAt(lockout.Failure{Provider: "gemini", Connection: "c", Model: "m", Status: 500}, t0)
 	assert.Equal(t, lockout.Result{}, res)
 	assertLocked(t, l, "gemini", "c", "m", t0, false)
@@ -350,7 +350,7 @@ func TestScenarioStatusOutsideCodes(t *testing.T) {
 	assert.Equal(t, 2*time.Minute, res.Cooldown)
 	assertLocked(t, l, "gemini", "c", "m", t0, true)
 
-	custom := lockout.New(enabled(lockout.Settings{ErrorCodes: []int{400}}))
+	custom := lockout.New(enabled(lockout.Config{ErrorCodes: []int{400}}))
 	assert.False(t, custom.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "m", Status: 503}, t0).Locked)
 	assert.True(t, custom.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "m", Status: 400}, t0).Locked)
 }
@@ -362,23 +362,23 @@ func TestDisabled(t *testing.T) {
 	assert.Equal(t, lockout.Result{}, l.LockAt(f, t0))
 	assert.Equal(t, 0, l.Len())
 
-	l.SetSettings(lockout.Settings{Enabled: true})
+	l.SetConfig(lockout.Config{Enabled: true})
 	l.RecordFailureAt(f, t0)
 	assertLocked(t, l, "p", "c", "m", t0, true)
-	l.SetSettings(lockout.Settings{})
+	l.SetConfig(lockout.Config{})
 	assertLocked(t, l, "p", "c", "m", t0, false)
 	assert.NoError(t, l.CheckAt("p", "c", "m", t0))
 
 	var zero lockout.Lockout
 	assert.Equal(t, lockout.Result{}, zero.RecordFailureAt(f, t0))
 	assertLocked(t, &zero, "p", "c", "m", t0, false)
-	zero.SetSettings(lockout.Settings{Enabled: true})
+	zero.SetConfig(lockout.Config{Enabled: true})
 	assert.True(t, zero.RecordFailureAt(f, t0).Locked)
 	assertLocked(t, &zero, "p", "c", "m", t0, true)
 }
 
 func TestEmptyModel(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	assert.Equal(t, lockout.Result{}, l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Status: 429}, t0))
 	assert.Equal(t, lockout.Result{}, l.LockAt(lockout.Failure{Provider: "p", Connection: "c", Cooldown: time.Minute}, t0))
 	assert.Equal(t, lockout.Result{}, l.LockAt(lockout.Failure{Provider: "p", Connection: "c", Model: "m"}, t0), "no cooldown")
@@ -386,7 +386,7 @@ func TestEmptyModel(t *testing.T) {
 }
 
 func TestLatestUntilWins(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	l.LockAt(lockout.Failure{Provider: "codex", Connection: "c", Model: "gpt-5a", Scope: lockout.ScopeModel, Reason: lockout.ReasonNotFound, Cooldown: time.Minute}, t0)
 	l.LockAt(lockout.Failure{Provider: "codex", Connection: "c", Model: "gpt-5a", Scope: lockout.ScopeFamily, Reason: lockout.ReasonQuotaExhausted, Cooldown: 3 * time.Minute}, t0)
 	l.LockAt(lockout.Failure{Provider: "codex", Connection: "c", Model: "gpt-5a", Scope: lockout.ScopeExact, Reason: lockout.ReasonServerError, Cooldown: 2 * time.Minute}, t0)
@@ -397,16 +397,20 @@ func TestLatestUntilWins(t *testing.T) {
 
 	err := l.CheckAt("codex", "c", "gpt-5a", t0.Add(time.Minute))
 	require.ErrorIs(t, err, lockout.ErrLocked)
-	var le *lockout.LockedError
+	var le *lockout.Error
 	require.True(t, errors.As(err, &le))
 	assert.Equal(t, 2*time.Minute, le.RetryAfter)
-	assert.Equal(t, "model_lockout", le.Code())
-	assert.Equal(t, 503, le.HTTPStatus())
-	assert.Equal(t, "lockout: model gpt-5a locked on codex/c (quota_exhausted) for 2m0s", le.Error())
+	assert.Equal(t, t0.Add(3*time.Minute), le.Until)
+	assert.Equal(t, lockout.ReasonQuotaExhausted, le.Reason)
+	assert.Equal(t, "model_lockout", le.Code)
+	assert.Equal(t, lockout.CodeLocked, le.Code)
+	assert.Equal(t, 503, le.Status)
+	assert.NotErrorIs(t, err, lockout.ErrInvalidConfig)
+	assert.Equal(t, "lockout: model_lockout: model gpt-5a locked on codex/c (quota_exhausted) for 2m0s", le.Error())
 }
 
 func TestClockJumpsBackwards(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{BaseCooldown: 10 * time.Second}))
+	l := lockout.New(enabled(lockout.Config{BaseCooldown: 10 * time.Second}))
 	f := lockout.Failure{Provider: "p", Connection: "c", Model: "m", Status: 502, ResetAfter: time.Second}
 	l.RecordFailureAt(f, t0)
 	// An hour earlier: counts as no time passed, so the failure escalates
@@ -419,7 +423,7 @@ func TestClockJumpsBackwards(t *testing.T) {
 }
 
 func TestPruneOnAccess(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{BaseCooldown: 10 * time.Second}))
+	l := lockout.New(enabled(lockout.Config{BaseCooldown: 10 * time.Second}))
 	for i := range 50 {
 		l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: "m" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Status: 502, ResetAfter: time.Second}, t0)
 	}
@@ -435,10 +439,10 @@ func TestPruneOnAccess(t *testing.T) {
 }
 
 func TestCapEvictsClosestToExpiry(t *testing.T) {
-	var changes []lockout.Change
+	var changes []lockout.Event
 	l := lockout.New(lockout.Config{
-		Settings: lockout.Settings{Enabled: true, MaxEntries: 16},
-		OnChange: func(c lockout.Change) { changes = append(changes, c) },
+		Enabled: true, MaxEntries: 16,
+		OnChange: func(c lockout.Event) { changes = append(changes, c) },
 	})
 	for i := range 16 {
 		l.LockAt(lockout.Failure{Provider: "p", Connection: "c" + string(rune('a'+i)), Model: "m",
@@ -456,8 +460,8 @@ func TestCapEvictsClosestToExpiry(t *testing.T) {
 	assertLocked(t, l, "p", "z", "m", t0, true)
 	var evicted []string
 	for _, c := range changes {
-		if c.Kind == lockout.ChangeEvicted {
-			evicted = append(evicted, c.Lock.Connection)
+		if c.Kind == lockout.EventEvicted {
+			evicted = append(evicted, c.Connection)
 		}
 	}
 	assert.Equal(t, []string{"ca", "cb", "cc"}, evicted)
@@ -467,7 +471,7 @@ func TestCapEvictsClosestToExpiry(t *testing.T) {
 // even when that entry is the closest to expiry: it was just reported
 // locked.
 func TestCapSparesTheEntryJustWritten(t *testing.T) {
-	l := lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: true, MaxEntries: 16}})
+	l := lockout.New(lockout.Config{Enabled: true, MaxEntries: 16})
 	for i := range 16 {
 		l.LockAt(lockout.Failure{Provider: "p", Connection: "c" + string(rune('a'+i)), Model: "m",
 			Scope: lockout.ScopeModel, Cooldown: time.Duration(i+10) * time.Minute}, t0)
@@ -486,8 +490,8 @@ func TestCapSparesTheEntryJustWritten(t *testing.T) {
 func TestHooks(t *testing.T) {
 	var got []string
 	l := lockout.New(lockout.Config{
-		Settings: lockout.Settings{Enabled: true},
-		OnChange: func(c lockout.Change) { got = append(got, c.Kind.String()+" "+c.Lock.Model) },
+		Enabled:  true,
+		OnChange: func(c lockout.Event) { got = append(got, c.Kind.String()+" "+c.Model) },
 	})
 	f := lockout.Failure{Provider: "p", Connection: "c", Model: "m", Status: 404}
 	l.RecordFailureAt(f, t0)
@@ -501,7 +505,7 @@ func TestHooks(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	lockAllShapes(t, l)
 	l.Reset()
 	assert.Equal(t, 0, l.Len())
@@ -510,7 +514,7 @@ func TestReset(t *testing.T) {
 
 func TestCustomFamiliesAndAliases(t *testing.T) {
 	l := lockout.New(lockout.Config{
-		Settings: lockout.Settings{Enabled: true},
+		Enabled: true,
 		Families: map[string]lockout.FamilyFunc{"gemini": func(m string) string {
 			if len(m) >= 9 && m[:9] == "gemini-3." {
 				return "gemini-3"
@@ -531,15 +535,15 @@ func TestCustomFamiliesAndAliases(t *testing.T) {
 func TestStringers(t *testing.T) {
 	assert.Equal(t, "auto family model exact scope(7)",
 		lockout.ScopeAuto.String()+" "+lockout.ScopeFamily.String()+" "+lockout.ScopeModel.String()+" "+lockout.ScopeExact.String()+" "+lockout.Scope(7).String())
-	assert.Equal(t, "locked cleared decayed evicted change(0)",
-		lockout.ChangeLocked.String()+" "+lockout.ChangeCleared.String()+" "+lockout.ChangeDecayed.String()+" "+lockout.ChangeEvicted.String()+" "+lockout.ChangeKind(0).String())
+	assert.Equal(t, "locked cleared decayed evicted event(0)",
+		lockout.EventLocked.String()+" "+lockout.EventCleared.String()+" "+lockout.EventDecayed.String()+" "+lockout.EventEvicted.String()+" "+lockout.EventKind(0).String())
 	for st, want := range map[int]lockout.Reason{404: "not_found", 429: "rate_limited", 402: "quota_exhausted", 403: "forbidden", 401: "forbidden", 503: "server_error"} {
 		assert.Equal(t, want, lockout.ReasonForStatus(st))
 	}
 }
 
 func TestExactNameEdgeCases(t *testing.T) {
-	l := lockout.New(enabled(lockout.Settings{}))
+	l := lockout.New(enabled(lockout.Config{}))
 	long := strings.Repeat("X", 200)
 	for _, m := range []string{long, "ÉCLAIR-1", "MiXeD"} {
 		l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c", Model: m, Status: 502}, t0)
@@ -547,4 +551,59 @@ func TestExactNameEdgeCases(t *testing.T) {
 		assertLocked(t, l, "p", "c", " "+m+" ", t0, true)
 	}
 	assertLocked(t, l, "p", "c", strings.Repeat("x", 199), t0, false)
+}
+
+// Events carry the key, the caller's now and the state after the change;
+// a removal carries Removed and no lock.
+func TestEventCarriesStateAfterChange(t *testing.T) {
+	var got []lockout.Event
+	l := lockout.New(lockout.Config{Enabled: true, OnChange: func(e lockout.Event) { got = append(got, e) }})
+	l.RecordFailureAt(lockout.Failure{Provider: "cx", Connection: "c1", Model: "gpt-5.6-luna", Status: 429}, t0)
+	l.RecordFailureAt(lockout.Failure{Provider: "p", Connection: "c2", Model: "A:B", Status: 503}, t0.Add(time.Second))
+	l.ClearAt("p", "c2", "exact:a:b", t0.Add(2*time.Second))
+	assert.Equal(t, []lockout.Event{
+		{Kind: lockout.EventLocked, Provider: "codex", Connection: "c1", Model: "codex", Scope: lockout.ScopeFamily,
+			At: t0, Reason: lockout.ReasonRateLimited, FailureCount: 1, LockedAt: t0, Until: t0.Add(2 * time.Minute)},
+		{Kind: lockout.EventLocked, Provider: "p", Connection: "c2", Model: "exact:a:b", Scope: lockout.ScopeExact,
+			At: t0.Add(time.Second), Reason: lockout.ReasonServerError, FailureCount: 1, LockedAt: t0.Add(time.Second),
+			Until: t0.Add(time.Second + 2*time.Minute)},
+		{Kind: lockout.EventCleared, Provider: "p", Connection: "c2", Model: "exact:a:b", Scope: lockout.ScopeExact,
+			At: t0.Add(2 * time.Second), Removed: true},
+	}, got)
+}
+
+// OnChange runs after the Lockout's locks are released, so it may call
+// back into the Lockout.
+func TestOnChangeMayCallBack(t *testing.T) {
+	var l *lockout.Lockout
+	var seen []bool
+	l = lockout.New(lockout.Config{Enabled: true, MaxEntries: 16, OnChange: func(e lockout.Event) {
+		_, _, locked := l.LockedAt(e.Provider, e.Connection, e.Model, e.At)
+		seen = append(seen, locked)
+		l.SnapshotAt(e.At)
+	}})
+	l.LockAt(lockout.Failure{Provider: "p", Connection: "c", Model: "m", Scope: lockout.ScopeModel, Cooldown: time.Minute}, t0)
+	l.ClearAt("p", "c", "m", t0)
+	assert.Equal(t, []bool{true, false}, seen)
+}
+
+// Entries equally close to expiry are evicted in key order, whatever
+// order the maps hold them in.
+func TestCapEvictsTiesInKeyOrder(t *testing.T) {
+	for range 5 {
+		var evicted []string
+		l := lockout.New(lockout.Config{Enabled: true, MaxEntries: 16, OnChange: func(e lockout.Event) {
+			if e.Kind == lockout.EventEvicted {
+				evicted = append(evicted, e.Connection)
+			}
+		}})
+		for i := range 16 {
+			l.LockAt(lockout.Failure{Provider: "p", Connection: "c" + string(rune('p'-i)), Model: "m",
+				Scope: lockout.ScopeModel, Cooldown: time.Minute}, t0)
+		}
+		l.LockAt(lockout.Failure{Provider: "p", Connection: "z", Model: "m", Scope: lockout.ScopeModel, Cooldown: time.Minute}, t0)
+		assert.Equal(t, []string{"ca", "cb", "cc"}, evicted)
+		assertLocked(t, l, "p", "z", "m", t0, true)
+		assert.Equal(t, 14, l.Len())
+	}
 }

@@ -84,12 +84,12 @@ func ReasonForStatus(status int) Reason {
 
 // Failure describes one model-level failure to [Lockout.RecordFailureAt].
 type Failure struct {
-	Provider   string // canonicalised through Config.Aliases
+	Provider   string // canonicalized through Config.Aliases
 	Connection string // the credential's id
 	Model      string // required; an empty model records nothing
 
 	// Status is the upstream status (after any restatement). Only statuses
-	// in Settings.ErrorCodes lock; it also picks the scope and reason when
+	// in Config.ErrorCodes lock; it also picks the scope and reason when
 	// those are not given.
 	Status int
 
@@ -102,7 +102,7 @@ type Failure struct {
 	// Cooldown is an exact lock length (from a retry hint, say). Zero means
 	// the escalating cooldown; for ReasonQuotaExhausted zero means "until the
 	// next local midnight". An exact length is capped by
-	// Settings.MaxCooldown unless UpstreamReset is set.
+	// Config.MaxCooldown unless UpstreamReset is set.
 	Cooldown time.Duration
 
 	// UpstreamReset marks Cooldown as the upstream's own reset time, which
@@ -110,7 +110,7 @@ type Failure struct {
 	UpstreamReset bool
 
 	// ResetAfter is the breaker profile's reset time (60 s for oauth, 30 s
-	// for apikey). With Settings.EscalationWindow zero, a failure within
+	// for apikey). With Config.EscalationWindow zero, a failure within
 	// ResetAfter plus the previous cooldown of the previous failure
 	// escalates. Zero means 30 min.
 	ResetAfter time.Duration
@@ -135,8 +135,7 @@ type Result struct {
 	ResetAfter time.Duration
 }
 
-// Info describes one active lock, as listed by [Lockout.SnapshotAt] and
-// passed to Config.OnChange.
+// Info describes one active lock, as listed by [Lockout.SnapshotAt].
 type Info struct {
 	Provider   string
 	Connection string
@@ -146,47 +145,72 @@ type Info struct {
 	Model        string
 	Scope        Scope
 	Reason       Reason
-	Remaining    time.Duration // Until − now; zero in OnChange events for removed locks
+	Remaining    time.Duration // Until − now
 	FailureCount int
 	LockedAt     time.Time
 	Until        time.Time
 }
 
-// ChangeKind says what happened to a lock.
-type ChangeKind uint8
+// EventKind says what happened to a lock.
+type EventKind uint8
 
-// Kinds of lock changes reported to Config.OnChange.
+// Kinds of [Event].
 const (
-	// ChangeLocked: a failure or LockAt created or extended a lock.
-	ChangeLocked ChangeKind = iota + 1
-	// ChangeCleared: ClearAt removed a lock.
-	ChangeCleared
-	// ChangeDecayed: success decay brought the failure count to 0 and removed the
-	// lock.
-	ChangeDecayed
-	// ChangeEvicted: the entry cap pushed a lock out before it expired.
-	ChangeEvicted
+	// EventLocked: a failure or LockAt created or extended a lock.
+	EventLocked EventKind = iota + 1
+	// EventCleared: ClearAt removed a lock.
+	EventCleared
+	// EventDecayed: success decay brought the failure count to 0 and removed
+	// the lock.
+	EventDecayed
+	// EventEvicted: the entry cap pushed a lock out before it expired.
+	EventEvicted
 )
 
 // String returns the kind's lower-case name.
-func (k ChangeKind) String() string {
+func (k EventKind) String() string {
 	switch k {
-	case ChangeLocked:
+	case EventLocked:
 		return "locked"
-	case ChangeCleared:
+	case EventCleared:
 		return "cleared"
-	case ChangeDecayed:
+	case EventDecayed:
 		return "decayed"
-	case ChangeEvicted:
+	case EventEvicted:
 		return "evicted"
 	}
-	return "change(" + strconv.Itoa(int(k)) + ")"
+	return "event(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Change is a lock state change passed to Config.OnChange.
-type Change struct {
-	Kind ChangeKind
-	Lock Info
+// Event is a change of one lock, passed to Config.OnChange. It carries the
+// key and the state after the change, so a store can record it without
+// reading back. A lock that simply runs out, and [Lockout.Reset], produce
+// no event.
+//
+// OnChange is called synchronously, after the Lockout's locks are
+// released, once per change and in the order of the changes a call made.
+// Calls made by concurrent writers may interleave. OnChange must not block;
+// it may call back into the Lockout.
+type Event struct {
+	Kind EventKind
+
+	// The key: Model is the listed name, as in [Info].
+	Provider   string
+	Connection string
+	Model      string
+	Scope      Scope
+
+	At time.Time // the caller's now of the change
+
+	// Removed is true when the lock is gone (cleared, decayed or evicted);
+	// Reason, FailureCount, LockedAt and Until are then zero.
+	Removed bool
+
+	// The lock after the change (EventLocked).
+	Reason       Reason
+	FailureCount int
+	LockedAt     time.Time
+	Until        time.Time // the model is locked at Until itself
 }
 
 // FamilyFunc maps a model to its quota family, the model part of a family
@@ -195,24 +219,12 @@ type Change struct {
 // allocation, should return a constant or a substring of model.
 type FamilyFunc func(model string) string
 
-// DefaultFamilies returns the built-in quota families: codex puts every
-// gpt-5* model in the "codex" family and every other model in "spark".
-// Providers without an entry use the model itself as the family.
-func DefaultFamilies() map[string]FamilyFunc {
-	return map[string]FamilyFunc{"codex": CodexFamily}
-}
-
-// CodexFamily is the codex quota family: "codex" for gpt-5* models (any
-// case), "spark" for the rest.
+// CodexFamily is the built-in codex quota family: "codex" for gpt-5*
+// models (any case), "spark" for the rest. Include it when Config.Families
+// replaces the built-in table and codex should keep its families.
 func CodexFamily(model string) string {
 	if len(model) >= 5 && strings.EqualFold(model[:5], "gpt-5") {
 		return "codex"
 	}
 	return "spark"
-}
-
-// DefaultAliases returns the built-in provider aliases (alias → canonical
-// id): "cx" → "codex".
-func DefaultAliases() map[string]string {
-	return map[string]string{"cx": "codex"}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func BenchmarkAcquireRelease(b *testing.B) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 3}})
+	q := queue.New(queue.Config{MaxConcurrency: 3})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -68,7 +68,7 @@ func BenchmarkAcquireManyRelease(b *testing.B) {
 // fullQueue returns a queue whose key "k" has one holder and a full queue
 // of one waiter, and a function that tears it down.
 func fullQueue(b *testing.B) (*queue.Queue, func()) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 1, MaxQueueWait: 30 * time.Second}})
+	q := queue.New(queue.Config{MaxConcurrency: 1, MaxQueueDepth: 1, MaxQueueWait: 30 * time.Second})
 	hold, err := q.Acquire(context.Background(), "k")
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +81,7 @@ func fullQueue(b *testing.B) (*queue.Queue, func()) {
 			r()
 		}
 	}()
-	for q.Status("k").Waiting == 0 {
+	for q.StatusAt("k", time.Now()).Waiting == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	return q, func() { cancel(); <-done; hold() }
@@ -128,11 +128,11 @@ func BenchmarkFullAt(b *testing.B) {
 }
 
 func BenchmarkCheckParallel(b *testing.B) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 3, RequestsPerMinute: 600}})
+	q := queue.New(queue.Config{MaxConcurrency: 3, RequestsPerMinute: 600})
 	keys := make([]string, 64)
 	for i := range keys {
 		keys[i] = "openai:k" + strconv.Itoa(i)
-		q.TryAcquire(keys[i])
+		q.TryAcquireAt(keys[i], time.Now())
 	}
 	now := time.Now()
 	b.ReportAllocs()
@@ -146,7 +146,7 @@ func BenchmarkCheckParallel(b *testing.B) {
 }
 
 func TestHotPathAllocations(t *testing.T) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 2, RequestsPerMinute: 1_000_000}})
+	q := queue.New(queue.Config{MaxConcurrency: 2, RequestsPerMinute: 1_000_000})
 	ctx := context.Background()
 	release, err := q.Acquire(ctx, "k") // create the key
 	if err != nil {

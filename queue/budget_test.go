@@ -17,11 +17,11 @@ import (
 // cause that carries the code and the 504 status.
 func TestExecutionContextCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Overrides: func(key string) queue.Settings {
+		q := queue.New(queue.Config{Overrides: func(key string) queue.Config {
 			if key == "slow" {
-				return queue.Settings{ExecutionTimeout: 3 * time.Second}
+				return queue.Config{ExecutionTimeout: 3 * time.Second}
 			}
-			return queue.Settings{}
+			return queue.Config{}
 		}})
 		start := time.Now()
 		ctx, cancel := q.ExecutionContext(context.Background(), "slow")
@@ -33,7 +33,9 @@ func TestExecutionContextCause(t *testing.T) {
 		require.ErrorIs(t, cause, queue.ErrExecutionTimeout)
 		var qe *queue.Error
 		require.ErrorAs(t, cause, &qe)
-		assert.Equal(t, queue.Error{Code: queue.CodeExecutionTimeout, Status: http.StatusGatewayTimeout, Key: "slow", Budget: 3 * time.Second}, *qe)
+		assert.Equal(t, []any{queue.CodeExecutionTimeout, http.StatusGatewayTimeout, "slow", 3 * time.Second, nil},
+			[]any{qe.Code, qe.Status, qe.Key, qe.Budget, qe.Err})
+		assert.EqualError(t, cause, "queue: execution on slow exceeded 3s")
 
 		// Other keys get the default 600 s budget.
 		other, cancel2 := q.ExecutionContext(context.Background(), "other")
@@ -48,7 +50,7 @@ func TestExecutionContextCause(t *testing.T) {
 // returns the run's own error and frees the slot.
 func TestDoClientCancelIsNotExecutionTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, ExecutionTimeout: time.Minute}})
+		q := queue.New(queue.Config{MaxConcurrency: 1, ExecutionTimeout: time.Minute})
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(5*time.Second, cancel)
 		start := time.Now()
@@ -74,7 +76,7 @@ func TestDoClientCancelIsNotExecutionTimeout(t *testing.T) {
 // spacing apart.
 func TestSpacingServesWaitersInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MinSpacing: 200 * time.Millisecond}})
+		q := queue.New(queue.Config{MinSpacing: 200 * time.Millisecond})
 		start := time.Now()
 		var mu sync.Mutex
 		var order []int
@@ -211,7 +213,7 @@ func TestAcquireManyHammerCaps(t *testing.T) {
 		assert.LessOrEqual(t, n, caps[k], k)
 		assert.Positive(t, n, k)
 	}
-	for _, ks := range q.Snapshot() {
+	for _, ks := range q.SnapshotAt(time.Now()) {
 		assert.Equal(t, 0, ks.Running, ks.Key)
 		assert.Equal(t, 0, ks.Waiting, ks.Key)
 	}
@@ -227,13 +229,13 @@ func TestFullAt(t *testing.T) {
 	assert.True(t, q.FullAt("qsconn:c1", 1, t0))
 	assert.False(t, q.FullAt("qsconn:c1", 0, t0), "no cap: never full by count")
 	g2 := mustMany(t, q, queue.Need{Key: "qsconn:c1", Cap: 2})
-	assert.True(t, q.Full("qsconn:c1", 2))
+	assert.True(t, q.FullAt("qsconn:c1", 2, time.Now()))
 	g.Release()
 	g2.Release()
 	assert.False(t, q.FullAt("qsconn:c1", 1, t0))
 
 	until := time.Now().Add(time.Hour)
-	q.Block("qsconn:c1", until)
+	q.BlockAt("qsconn:c1", until, time.Now())
 	assert.True(t, q.FullAt("qsconn:c1", 0, until.Add(-time.Second)))
 	assert.False(t, q.FullAt("qsconn:c1", 0, until), "the block ends at until")
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { q.FullAt("qsconn:c1", 1, t0) }))

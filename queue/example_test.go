@@ -11,17 +11,17 @@ import (
 )
 
 func ExampleQueue_Acquire() {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 1}})
+	q := queue.New(queue.Config{MaxConcurrency: 1, MaxQueueDepth: 1})
 	ctx := context.Background()
 
 	release, err := q.Acquire(ctx, "openai:k1")
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("running:", q.Status("openai:k1").Running)
-	fmt.Println("next request would:", q.Check("openai:k1"))
+	fmt.Println("running:", q.StatusAt("openai:k1", time.Now()).Running)
+	fmt.Println("next request would:", q.CheckAt("openai:k1", time.Now()))
 	release()
-	fmt.Println("after release:", q.Check("openai:k1"))
+	fmt.Println("after release:", q.CheckAt("openai:k1", time.Now()))
 	// Output:
 	// running: 1
 	// next request would: wait
@@ -40,12 +40,12 @@ func ExampleQueue_AcquireMany() {
 	// request go on without a slot, and says so.
 	second, err := q.AcquireMany(ctx, needs, queue.ManyOptions{MaxQueue: -1, Timeout: time.Millisecond, FailOpen: true})
 	defer second.Release()
-	fmt.Println(err, second.Held(), errors.Is(second.Bypassed, queue.ErrQueueTimeout))
+	fmt.Println(err, second.Held(), errors.Is(second.Bypassed, queue.ErrSemaphoreTimeout))
 	// Output:
 	// <nil> false true
 }
 
-func ExampleQueue_Learn() {
+func ExampleQueue_LearnAt() {
 	q := queue.New(queue.Config{})
 	h := http.Header{}
 	h.Set("X-RateLimit-Limit", "60")
@@ -56,14 +56,4 @@ func ExampleQueue_Learn() {
 	fmt.Println(ks.LearnedSpacing, ks.Reservoir, ks.ReservoirMax)
 	// Output:
 	// 990ms 3 60
-}
-
-func ExampleParseLimits() {
-	h := http.Header{}
-	h.Set("X-RateLimit-Limit-Requests", "500")
-	h.Set("X-RateLimit-Remaining-Requests", "499")
-	h.Set("X-RateLimit-Reset-Requests", "120ms")
-	fmt.Printf("%+v\n", queue.ParseLimits(h, time.Now()))
-	// Output:
-	// {Limit:500 Remaining:499 Reset:120ms RetryAfter:0s OverLimit:false}
 }

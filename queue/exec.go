@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"net/http"
 )
 
 // ExecutionContext returns a context for running a request on key that is
@@ -12,7 +11,9 @@ import (
 // the run ends.
 func (q *Queue) ExecutionContext(ctx context.Context, key string) (context.Context, context.CancelFunc) {
 	d := q.settingsFor(key).ExecutionTimeout
-	return context.WithTimeoutCause(ctx, d, &Error{Code: CodeExecutionTimeout, Status: http.StatusGatewayTimeout, Key: key, Budget: d})
+	e := newError(CodeExecutionTimeout, key)
+	e.Budget = d
+	return context.WithTimeoutCause(ctx, d, e)
 }
 
 // Do waits for a slot on key as [Queue.Acquire] does, then runs fn with a
@@ -35,9 +36,7 @@ func (q *Queue) Do(ctx context.Context, key string, fn func(context.Context) err
 	}
 	var e *Error
 	if cause := context.Cause(ectx); ectx.Err() != nil && errors.As(cause, &e) && e.Code == CodeExecutionTimeout {
-		out := *e
-		out.Err = err
-		return &out
+		return e.withErr(err)
 	}
 	return err
 }

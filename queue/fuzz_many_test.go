@@ -71,7 +71,7 @@ func FuzzAcquireMany(f *testing.F) {
 							}
 						}
 					}
-					st := q.Status(key)
+					st := q.StatusAt(key, time.Now())
 					if st.Running < 0 || st.Running > capN || st.Running != running {
 						t.Fatalf("step %d: %s running %d, held %d, cap %d", step, key, st.Running, running, capN)
 					}
@@ -117,7 +117,7 @@ func FuzzAcquireMany(f *testing.F) {
 					}
 				case 5:
 					if op&0x80 != 0 {
-						q.Reset([]string{"a", "b"}[int(op/6)%2])
+						q.ResetAt([]string{"a", "b"}[int(op/6)%2], time.Now())
 					} else {
 						time.Sleep(time.Duration(op) * 20 * time.Millisecond)
 					}
@@ -133,7 +133,7 @@ func FuzzAcquireMany(f *testing.F) {
 				h.g.Release()
 			}
 			for key := range caps {
-				if st := q.Status(key); st.Running != 0 || st.Waiting != 0 {
+				if st := q.StatusAt(key, time.Now()); st.Running != 0 || st.Waiting != 0 {
 					t.Fatalf("%s left running %d waiting %d", key, st.Running, st.Waiting)
 				}
 			}

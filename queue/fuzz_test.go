@@ -2,8 +2,10 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
+	"reflect"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -48,13 +50,13 @@ func FuzzParseLimits(f *testing.F) {
 	})
 }
 
-func FuzzSettingsNormalize(f *testing.F) {
+func FuzzConfigNormalize(f *testing.F) {
 	f.Add(0, int64(0), 0, 0, int64(0), int64(0))
 	f.Add(-1, int64(-1), -1, -1, int64(-1), int64(-1))
 	f.Add(math.MaxInt, int64(math.MaxInt64), math.MaxInt, math.MaxInt, int64(math.MaxInt64), int64(math.MaxInt64))
 	f.Add(60, int64(time.Second), 3, 20, int64(5*time.Second), int64(time.Minute))
 	f.Fuzz(func(t *testing.T, rpm int, spacing int64, conc, depth int, wait, exec int64) {
-		in := queue.Settings{RequestsPerMinute: rpm, MinSpacing: time.Duration(spacing), MaxConcurrency: conc,
+		in := queue.Config{RequestsPerMinute: rpm, MinSpacing: time.Duration(spacing), MaxConcurrency: conc,
 			MaxQueueDepth: depth, MaxQueueWait: time.Duration(wait), ExecutionTimeout: time.Duration(exec)}
 		s := in.Normalize()
 		switch {
@@ -66,7 +68,7 @@ func FuzzSettingsNormalize(f *testing.F) {
 			s.ExecutionTimeout < time.Millisecond || s.ExecutionTimeout > 24*time.Hour:
 			t.Fatalf("Normalize(%+v) = %+v out of range", in, s)
 		}
-		if s != s.Normalize() {
+		if !reflect.DeepEqual(s.Normalize(), s) {
 			t.Fatalf("Normalize is not idempotent: %+v", s)
 		}
 		if in.MaxConcurrency > 0 && in.MaxConcurrency <= 10_000 && s.MaxConcurrency != in.MaxConcurrency {
@@ -80,12 +82,44 @@ func FuzzFromEnv(f *testing.F) {
 	f.Add("abc", "-5", "-1")
 	f.Add("99999999999999999999999", " 1 ", "1e3")
 	f.Fuzz(func(t *testing.T, wait, exec, depth string) {
-		base := queue.Settings{MaxQueueWait: 7 * time.Second, ExecutionTimeout: 70 * time.Second, MaxQueueDepth: 7}
-		s, _ := queue.FromEnv(base, env(map[string]string{
-			queue.EnvMaxQueueWait: wait, queue.EnvExecutionTimeout: exec, queue.EnvMaxQueueDepth: depth,
-		}))
-		if s != s.Normalize() {
-			t.Fatalf("FromEnv result not normalized: %+v", s)
+		vars := map[string]string{
+			"RATE_LIMIT_MAX_WAIT_MS": wait, "RATE_LIMIT_EXECUTION_MAX_WAIT_MS": exec, "RATE_LIMIT_MAX_QUEUE_DEPTH": depth,
+		}
+		c, err := queue.FromEnv(env(vars))
+		if c.MaxQueueWait < 0 || c.ExecutionTimeout < 0 || c.MaxQueueDepth < 0 {
+			t.Fatalf("FromEnv(%q) = %+v: negative field", vars, c)
+		}
+		// Every refusal names its variable and leaves the field unset.
+		var errs []error
+		if err != nil {
+			errs = err.(interface{ Unwrap() []error }).Unwrap()
+		}
+		for _, e := range errs {
+			var qe *queue.Error
+			if !errors.As(e, &qe) || qe.Code != queue.CodeInvalidConfig || !errors.Is(e, queue.ErrInvalidConfig) {
+				t.Fatalf("FromEnv(%q): refusal %v is not an invalid_config *Error", vars, e)
+			}
+			switch qe.Field {
+			case "RATE_LIMIT_MAX_WAIT_MS":
+				if c.MaxQueueWait != 0 {
+					t.Fatalf("refused wait kept: %+v", c)
+				}
+			case "RATE_LIMIT_EXECUTION_MAX_WAIT_MS":
+				if c.ExecutionTimeout != 0 {
+					t.Fatalf("refused execution budget kept: %+v", c)
+				}
+			case "RATE_LIMIT_MAX_QUEUE_DEPTH":
+				if c.MaxQueueDepth != 0 {
+					t.Fatalf("refused depth kept: %+v", c)
+				}
+			default:
+				t.Fatalf("refusal names %q", qe.Field)
+			}
+		}
+		n := c.Normalize()
+		if !reflect.DeepEqual(n.Normalize(), n) || n.MaxQueueWait < time.Millisecond || n.MaxQueueWait > 30*time.Second ||
+			n.ExecutionTimeout < time.Millisecond || n.ExecutionTimeout > 24*time.Hour || n.MaxQueueDepth > 100_000 {
+			t.Fatalf("Normalize(FromEnv(%q)) = %+v out of range", vars, n)
 		}
 	})
 }
@@ -103,9 +137,7 @@ func FuzzOps(f *testing.F) {
 		}
 		capN, depthN := int(capacity%5)+1, int(depth%4)
 		synctest.Test(t, func(t *testing.T) {
-			q := queue.New(queue.Config{Defaults: queue.Settings{
-				MaxConcurrency: capN, MaxQueueDepth: depthN, MaxQueueWait: 5 * time.Second, MinSpacing: time.Millisecond,
-			}})
+			q := queue.New(queue.Config{MaxConcurrency: capN, MaxQueueDepth: depthN, MaxQueueWait: 5 * time.Second, MinSpacing: time.Millisecond})
 			type pending struct {
 				cancel context.CancelFunc
 				done   chan func()
@@ -129,7 +161,7 @@ func FuzzOps(f *testing.F) {
 				waiting = keep
 			}
 			check := func(step int) {
-				st := q.Status("k")
+				st := q.StatusAt("k", time.Now())
 				if st.Running < 0 || st.Running > capN || st.Running != len(held) {
 					t.Fatalf("step %d: running %d, held %d, cap %d", step, st.Running, len(held), capN)
 				}
@@ -167,7 +199,7 @@ func FuzzOps(f *testing.F) {
 				case 3: // let time pass
 					time.Sleep(time.Duration(op) * 10 * time.Millisecond)
 				case 4:
-					q.Reset("k")
+					q.ResetAt("k", time.Now())
 				}
 				collect()
 				check(i)

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Limits is what an upstream answer says about a key's rate limit, as read
-// by [ParseLimits].
-type Limits struct {
+// rateHints is what an upstream answer says about a key's rate limit, as
+// read by parseLimits.
+type rateHints struct {
 	// Limit is the number of requests allowed per window; 0 when unknown.
 	Limit int
 	// Remaining is the number of requests left in the window; -1 when
@@ -36,7 +36,7 @@ var (
 // limitCap keeps parsed counts far from integer overflow.
 const limitCap = 1 << 40
 
-// ParseLimits reads the rate-limit headers of an upstream answer received at
+// parseLimits reads the rate-limit headers of an upstream answer received at
 // now. It understands x-ratelimit-limit / -remaining / -reset, their
 // -requests forms, the anthropic-ratelimit-requests-* forms, Retry-After and
 // x-ratelimit-over-limit. A count may be followed by a comma or semicolon
@@ -44,8 +44,8 @@ const limitCap = 1 << 40
 // as epoch milliseconds, ≥ 10⁹ as epoch seconds, any other number as
 // relative seconds, a Go duration ("6m0s", "20ms"), or an RFC 3339 time.
 // Values that cannot be read are treated as absent; nothing panics.
-func ParseLimits(h http.Header, now time.Time) Limits {
-	l := Limits{Remaining: -1}
+func parseLimits(h http.Header, now time.Time) rateHints {
+	l := rateHints{Remaining: -1}
 	for _, name := range limitHeaders {
 		if n, ok := parseCount(h.Get(name)); ok && n > 0 {
 			l.Limit = n
@@ -156,5 +156,5 @@ func seconds(f float64) time.Duration {
 }
 
 func until(t, now time.Time) time.Duration {
-	return clamp(t.Sub(now), 0, maxHint)
+	return min(max(t.Sub(now), 0), maxHint)
 }

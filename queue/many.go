@@ -3,7 +3,6 @@ package queue
 import (
 	"cmp"
 	"context"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -18,11 +17,13 @@ type Need struct {
 
 // ManyOptions tune [Queue.AcquireMany].
 type ManyOptions struct {
-	// Timeout bounds the wait for all slots (ErrQueueTimeout). ≤ 0 means
-	// 15 s; it is clamped to 1 ms..30 s like Settings.MaxQueueWait.
+	// Timeout bounds the wait for all slots (SEMAPHORE_TIMEOUT,
+	// [ErrSemaphoreTimeout]). ≤ 0 means 15 s; it is clamped to 1 ms..30 s
+	// like Config.MaxQueueWait.
 	Timeout time.Duration
-	// MaxQueue refuses at once (ErrQueueFull) when any needed key already
-	// has that many waiters. 0 means unbounded; negative values count as 0.
+	// MaxQueue refuses at once (SEMAPHORE_QUEUE_FULL,
+	// [ErrSemaphoreQueueFull]) when any needed key already has that many
+	// waiters. 0 means unbounded; negative values count as 0.
 	MaxQueue int
 	// FailOpen lets the request proceed without slots when the queue is
 	// full or the wait times out: AcquireMany then returns a Grant that
@@ -36,8 +37,8 @@ type Grant struct {
 	t   *ticket
 	gen uint64
 	// Bypassed is nil when the grant holds its slots. In fail-open mode it
-	// is the refusal or timeout (matching ErrQueueFull or ErrQueueTimeout)
-	// after which the request proceeds without slots.
+	// is the refusal or timeout (matching ErrSemaphoreQueueFull or
+	// ErrSemaphoreTimeout) after which the request proceeds without slots.
 	Bypassed error
 }
 
@@ -61,12 +62,16 @@ func (g Grant) Release() {
 // key named twice takes the smaller cap, and no needs left gives an empty
 // grant at once. The cap of a key is the one given by the latest call.
 //
-// It fails with ctx.Err() when ctx is done (or already), with
-// [ErrQueueFull] when a key's queue already holds opts.MaxQueue waiters,
-// with [ErrQueueTimeout] after opts.Timeout, and with [ErrReset] when a key
-// is reset meanwhile; a failed or abandoned call leaves no slot or queue
-// entry behind. With opts.FailOpen, a full queue or a timeout instead gives
-// a Grant with Bypassed set and a nil error.
+// AcquireMany is the hierarchical semaphore; its refusals carry the
+// semaphore codes. It fails with ctx.Err() when ctx is done (or already),
+// with an [*Error] coded SEMAPHORE_QUEUE_FULL (matching
+// [ErrSemaphoreQueueFull] and [ErrQueueFull], HTTP 429) when a key's queue
+// already holds opts.MaxQueue waiters, with SEMAPHORE_TIMEOUT (matching
+// [ErrSemaphoreTimeout] and [ErrQueueTimeout], HTTP 429) after
+// opts.Timeout, and with SEMAPHORE_RESET ([ErrReset]) when a key is reset
+// meanwhile; a failed or abandoned call leaves no slot or queue entry
+// behind. With opts.FailOpen, a full queue or a timeout instead gives a
+// Grant with Bypassed set and a nil error.
 func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions) (Grant, error) {
 	needs = normalizeNeeds(needs)
 	if len(needs) == 0 {
@@ -82,13 +87,31 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 	q.mu.Lock()
 	w := &waiter{needs: make([]need, len(needs)), signal: make(chan struct{}, 1)}
 	fast := true
+	// The gates are held while the call sets up, so that making room for
+	// one needed key never drops another.
+	held := make([]*gate, 0, len(needs))
+	release := func() {
+		for _, g := range held {
+			g.held--
+			q.placeLocked(g, now)
+		}
+	}
 	for i, n := range needs {
 		g := q.gateLocked(n.Key, now)
+		if g == nil {
+			release()
+			return q.bypassLocked(opts, q.keysError(n.Key), EventQueueFull, []*gate{{key: n.Key}}, now)
+		}
+		g.held++
+		held = append(held, g)
+		q.placeLocked(g, now)
 		g.cap = n.Cap
 		w.needs[i] = need{g: g, cap: n.Cap}
 		if depth > 0 && g.waiters.Len() >= depth {
-			q.mu.Unlock()
-			return q.bypass(opts, &Error{Code: CodeQueueFull, Status: http.StatusTooManyRequests, Key: n.Key, Depth: depth}, EventQueueFull)
+			release()
+			e := newError(CodeSemaphoreQueueFull, n.Key)
+			e.Depth = depth
+			return q.bypassLocked(opts, e, EventQueueFull, []*gate{g}, now)
 		}
 		if g.waiters.Len() > 0 || !g.readyNow(n.Cap, false, now) {
 			fast = false
@@ -103,20 +126,25 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 			g.running++
 			g.lastUse = now
 		}
-		q.mu.Unlock()
+		release()
+		q.unlock()
 		t, gen := q.newTicket(nil, gates)
 		return Grant{t: t, gen: gen}, nil
 	}
 	q.enqueueLocked(w)
+	release()
 	q.dispatchLocked(gates, now)
-	q.mu.Unlock()
+	q.unlock()
 
 	err := q.await(ctx, w, timeout, func() error {
-		return &Error{Code: CodeQueueTimeout, Status: http.StatusTooManyRequests, Key: joinKeys(needs), Budget: timeout}
+		e := newError(CodeSemaphoreTimeout, joinKeys(needs))
+		e.Budget = timeout
+		return e
 	})
 	if err != nil {
-		if e, ok := err.(*Error); ok && e.Code == CodeQueueTimeout {
-			return q.bypass(opts, e, EventQueueTimeout)
+		if e, ok := err.(*Error); ok && e.Code == CodeSemaphoreTimeout {
+			q.mu.Lock()
+			return q.bypassLocked(opts, e, EventQueueTimeout, gates, time.Now())
 		}
 		return Grant{}, err
 	}
@@ -124,20 +152,26 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 	return Grant{t: t, gen: gen}, nil
 }
 
-// bypass reports err, and turns it into an empty bypassed grant in
-// fail-open mode.
-func (q *Queue) bypass(opts ManyOptions, err *Error, kind EventKind) (Grant, error) {
-	now := time.Now()
-	q.emit(Event{Kind: kind, Key: err.Key, At: now, Err: err})
+// bypassLocked reports err on each of gates, unlocks q.mu, and turns err
+// into an empty bypassed grant in fail-open mode.
+func (q *Queue) bypassLocked(opts ManyOptions, err *Error, kind EventKind, gates []*gate, now time.Time) (Grant, error) {
+	for _, g := range gates {
+		q.noteLocked(kind, g, now, err)
+	}
+	if opts.FailOpen {
+		for _, g := range gates {
+			q.noteLocked(EventFailOpen, g, now, err)
+		}
+	}
+	q.unlock()
 	if !opts.FailOpen {
 		return Grant{}, err
 	}
-	q.emit(Event{Kind: EventFailOpen, Key: err.Key, At: now, Err: err})
 	return Grant{Bypassed: err}, nil
 }
 
 func (o ManyOptions) timeout() time.Duration {
-	return Settings{MaxQueueWait: o.Timeout}.Normalize().MaxQueueWait
+	return limits{MaxQueueWait: o.Timeout}.normalize().MaxQueueWait
 }
 
 // normalizeNeeds drops needs without a cap, merges duplicate keys to the

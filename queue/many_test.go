@@ -77,7 +77,7 @@ func TestAcquireManyWithoutCaps(t *testing.T) {
 	assert.False(t, g.Held())
 	assert.Nil(t, g.Bypassed)
 	g.Release()
-	assert.Empty(t, q.Snapshot())
+	assert.Empty(t, q.SnapshotAt(time.Now()))
 	var zero queue.Grant
 	zero.Release()
 }
@@ -130,7 +130,7 @@ func TestAcquireManyFailOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var kinds []queue.EventKind
-		q := queue.New(queue.Config{OnEvent: func(e queue.Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }})
+		q := queue.New(queue.Config{OnChange: func(e queue.Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() }})
 		need := []queue.Need{{Key: "qsconn:c1", Cap: 1}}
 		opts := queue.ManyOptions{Timeout: 30 * time.Second, MaxQueue: 20, FailOpen: true}
 		hold := mustMany(t, q, need...)
@@ -145,7 +145,7 @@ func TestAcquireManyFailOpen(t *testing.T) {
 		g, err := q.AcquireMany(context.Background(), need, opts)
 		require.NoError(t, err)
 		assert.False(t, g.Held())
-		require.ErrorIs(t, g.Bypassed, queue.ErrQueueFull)
+		require.ErrorIs(t, g.Bypassed, queue.ErrSemaphoreQueueFull)
 		g.Release()
 		assert.Equal(t, 1, state(q, "qsconn:c1").Running)
 
@@ -163,14 +163,14 @@ func TestAcquireManyFailOpen(t *testing.T) {
 		r := <-goMany(context.Background(), q, need, opts)
 		require.NoError(t, r.err)
 		assert.Equal(t, 30*time.Second, r.at)
-		require.ErrorIs(t, r.g.Bypassed, queue.ErrQueueTimeout)
+		require.ErrorIs(t, r.g.Bypassed, queue.ErrSemaphoreTimeout)
 		assert.False(t, r.g.Held())
 		assert.Equal(t, 0, state(q, "qsconn:c1").Waiting)
 
 		// Without fail-open the timeout is an error.
 		r = <-goMany(context.Background(), q, need, queue.ManyOptions{Timeout: time.Second})
 		require.ErrorIs(t, r.err, queue.ErrQueueTimeout)
-		assert.EqualError(t, r.err, "queue: no slot for qsconn:c1 within 1s")
+		assert.EqualError(t, r.err, "queue: semaphore timeout after 1s for qsconn:c1")
 		hold.Release()
 		mu.Lock()
 		assert.Equal(t, []queue.EventKind{
@@ -185,12 +185,12 @@ func TestAcquireManyFailOpen(t *testing.T) {
 // block.
 func TestAcquireManySharesGatesWithAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+		q := queue.New(queue.Config{MaxConcurrency: 1})
 		release := mustAcquire(t, q, "openai:k1")
 		ch := goMany(context.Background(), q, []queue.Need{{Key: "global", Cap: 10}, {Key: "openai:k1", Cap: 1}}, queue.ManyOptions{})
 		synctest.Wait()
 		assert.Equal(t, 0, state(q, "global").Running)
-		q.Block("global", time.Now().Add(2*time.Second))
+		q.BlockAt("global", time.Now().Add(2*time.Second), time.Now())
 		release()
 		r := <-ch
 		require.NoError(t, r.err)
@@ -211,7 +211,7 @@ func TestAcquireManyReset(t *testing.T) {
 		next := goMany(context.Background(), q, []queue.Need{{Key: "g", Cap: 1}}, queue.ManyOptions{})
 		synctest.Wait()
 		assert.Equal(t, 2, state(q, "g").Waiting, "FIFO: the single-key waiter queues behind")
-		q.Reset("p")
+		q.ResetAt("p", time.Now())
 		require.ErrorIs(t, (<-ch).err, queue.ErrReset)
 		r := <-next
 		require.NoError(t, r.err)
@@ -225,7 +225,7 @@ func TestAcquireManyReset(t *testing.T) {
 // or a typed error.
 func TestHammerFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 3, MaxQueueDepth: 900, MaxQueueWait: 20050 * time.Millisecond}})
+		q := queue.New(queue.Config{MaxConcurrency: 3, MaxQueueDepth: 900, MaxQueueWait: 20050 * time.Millisecond})
 		start := time.Now()
 		type started struct {
 			id int
@@ -289,7 +289,7 @@ func TestHammerFIFO(t *testing.T) {
 
 // The same without fake time: real goroutines racing on a cap of 3.
 func TestHammerRace(t *testing.T) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 3}})
+	q := queue.New(queue.Config{MaxConcurrency: 3})
 	var inflight, peak atomic.Int64
 	var wg sync.WaitGroup
 	for range 1000 {

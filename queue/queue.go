@@ -16,21 +16,25 @@ import (
 // waiters and the time they wait; waiters are served in FIFO order.
 //
 // Most callers use [Queue.Acquire] (or [Queue.Do]) before each upstream
-// attempt and [Queue.Check] to skip targets that would be refused. A Queue is
-// safe for concurrent use; the zero Queue is usable with default settings.
+// attempt and [Queue.CheckAt] to skip targets that would be refused. A Queue
+// is safe for concurrent use; the zero Queue is usable with default
+// settings.
 type Queue struct {
-	cfg      Config
-	defaults Settings // cfg.Defaults normalized, when built by New
-	built    bool     // built by New
+	cfg      Config // normalized, when built by New
+	defaults limits // the limits of cfg
+	built    bool   // built by New
 
 	mu        sync.RWMutex
 	gates     map[string]*gate // lazily initialized; guarded by mu
+	keys      keyBook          // which gates may be dropped; guarded by mu
 	lastSweep time.Time        // guarded by mu
+	pend      []Event          // events to hand to OnChange at unlock; guarded by mu
 }
 
-// New returns a Queue configured by cfg.
+// New returns a Queue configured by cfg, normalized (see [Config.Normalize]).
 func New(cfg Config) *Queue {
-	return &Queue{cfg: cfg, defaults: cfg.Defaults.Normalize(), built: true}
+	cfg = cfg.Normalize()
+	return &Queue{cfg: cfg, defaults: cfg.limits(), built: true}
 }
 
 // gate is the state of one key. All fields are guarded by Queue.mu.
@@ -42,6 +46,18 @@ type gate struct {
 	lastUse time.Time
 	touched bool   // released since lastUse was set; the sweep counts it as used
 	fullErr *Error // the last queue-full refusal, reused while the depth stays
+
+	// The gate's place among the queue's keys (see keyBook): in the idle
+	// list (inIdle, with the time it counts as idle from) or the blocked
+	// heap (blockPos ≠ 0), or neither while busy. held counts the
+	// acquisitions setting up on the gate; dropped is set once the queue
+	// has dropped it.
+	idlePrev, idleNext *gate
+	idleAt             time.Time
+	idleSeq            uint64 // when it joined the idle list, in pushes
+	inIdle, dropped    bool
+	blockPos           int
+	held               int
 
 	blockedUntil time.Time
 
@@ -111,19 +127,23 @@ func (t *ticket) release(gen uint64) {
 	q.mu.Lock()
 	if g := t.one; g != nil {
 		g.running--
-		g.touched = true
+		q.touchLocked(g)
 		if g.waiters.Len() > 0 {
 			q.dispatchLocked([]*gate{g}, time.Now())
 		}
+		q.placeLocked(g, time.Time{})
 	} else {
 		waiting := false
 		for _, g := range t.gates {
 			g.running--
-			g.touched = true
+			q.touchLocked(g)
 			waiting = waiting || g.waiters.Len() > 0
 		}
 		if waiting {
 			q.dispatchLocked(t.gates, time.Now())
+		}
+		for _, g := range t.gates {
+			q.placeLocked(g, time.Time{})
 		}
 	}
 	q.mu.Unlock()
@@ -132,38 +152,40 @@ func (t *ticket) release(gen uint64) {
 	ticketPool.Put(t)
 }
 
-func (q *Queue) settingsFor(key string) Settings {
+func (q *Queue) settingsFor(key string) limits {
 	if !q.built {
-		return q.cfg.Defaults.Normalize()
+		return limits{}.normalize()
 	}
 	if q.cfg.Overrides == nil {
 		return q.defaults
 	}
-	return q.defaults.merge(q.cfg.Overrides(key)).Normalize()
+	return q.defaults.merge(q.cfg.Overrides(key).limits()).normalize()
 }
 
 func (q *Queue) idleTTL() time.Duration {
-	if q.cfg.IdleTTL > 0 {
+	if q.built {
 		return q.cfg.IdleTTL
 	}
-	return DefaultIdleTTL
+	return defaultIdleTTL
 }
 
 func (q *Queue) maxKeys() int {
-	if q.cfg.MaxKeys > 0 {
+	if q.built {
 		return q.cfg.MaxKeys
 	}
-	return DefaultMaxKeys
+	return defaultMaxKeys
 }
 
 // gateLocked returns key's gate, creating it (and pruning idle gates) when
-// needed. q.mu must be held for writing.
+// needed. It returns nil, creating nothing, when the queue keeps MaxKeys
+// keys and none of them may be dropped. q.mu must be held for writing.
 func (q *Queue) gateLocked(key string, now time.Time) *gate {
 	if g := q.gates[key]; g != nil {
 		return g
 	}
 	if q.gates == nil {
 		q.gates = make(map[string]*gate)
+		q.keys.blocked = minHeap[gate]{pos: blockPos}
 	}
 	ttl := q.idleTTL()
 	if now.Before(q.lastSweep) {
@@ -171,25 +193,14 @@ func (q *Queue) gateLocked(key string, now time.Time) *gate {
 	}
 	if len(q.gates) >= q.maxKeys() || now.Sub(q.lastSweep) >= ttl/2 {
 		q.lastSweep = now
-		for k, g := range q.gates {
-			if g.touched {
-				g.touched, g.lastUse = false, now
-			}
-			if g.idle(now) && now.Sub(g.lastUse) >= ttl {
-				delete(q.gates, k)
-			}
-		}
-		for k, g := range q.gates {
-			if len(q.gates) < q.maxKeys() {
-				break
-			}
-			if g.idle(now) {
-				delete(q.gates, k)
-			}
-		}
+		q.sweepLocked(now, ttl)
+	}
+	if len(q.gates) >= q.maxKeys() {
+		return nil
 	}
 	g := &gate{key: key, lastUse: now}
 	q.gates[key] = g
+	q.placeLocked(g, now)
 	return g
 }
 
@@ -199,7 +210,7 @@ func (g *gate) idle(now time.Time) bool {
 }
 
 // apply brings g's configured rate limits in line with s.
-func (g *gate) apply(s Settings, now time.Time) {
+func (g *gate) apply(s limits, now time.Time) {
 	if !now.IsZero() {
 		if now.Before(g.lastStart) {
 			g.lastStart = now // the clock went back: no time has passed
@@ -331,6 +342,7 @@ func (q *Queue) grantLocked(w *waiter, now time.Time) {
 		if w.rated {
 			n.g.start(now)
 		}
+		q.placeLocked(n.g, now)
 	}
 	w.granted = true
 	w.wakeAt = time.Time{}
@@ -370,6 +382,7 @@ func (q *Queue) dispatchLocked(gates []*gate, now time.Time) {
 func (q *Queue) enqueueLocked(w *waiter) {
 	for i := range w.needs {
 		w.needs[i].elem = w.needs[i].g.waiters.PushBack(w)
+		q.placeLocked(w.needs[i].g, time.Time{})
 	}
 }
 
@@ -386,6 +399,9 @@ func (q *Queue) dequeueLocked(w *waiter, now time.Time) {
 		gates = append(gates, n.g)
 	}
 	q.dispatchLocked(gates, now)
+	for _, g := range gates {
+		q.placeLocked(g, now)
+	}
 }
 
 // ungrantLocked returns the slots of a granted w that its caller gave up.
@@ -397,6 +413,9 @@ func (q *Queue) ungrantLocked(w *waiter, now time.Time) {
 	}
 	w.granted = false
 	q.dispatchLocked(gates, now)
+	for _, g := range gates {
+		q.placeLocked(g, now)
+	}
 }
 
 // await blocks until w is granted, rejected, out of budget or ctx is done.
@@ -491,18 +510,56 @@ func (q *Queue) abandon(w *waiter, undo bool) bool {
 	return false
 }
 
-func (q *Queue) emit(e Event) {
-	if q.cfg.OnEvent != nil {
-		q.cfg.OnEvent(e)
+// noteLocked records an event of kind about g at now, with g's state as it
+// is, for [Queue.unlock] to hand to OnChange. q.mu must be held for writing.
+func (q *Queue) noteLocked(kind EventKind, g *gate, now time.Time, err error) {
+	if q.cfg.OnChange == nil {
+		return
 	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	e := Event{Kind: kind, Key: g.key, At: now, Running: g.running, Waiting: g.waiters.Len(), Err: err}
+	if g.blockedUntil.After(now) {
+		e.Until = g.blockedUntil
+	}
+	e.Removed = kind == EventRemoved
+	q.pend = append(q.pend, e)
+}
+
+// unlock releases q.mu for writing, then hands the events recorded under it
+// to OnChange, in order.
+func (q *Queue) unlock() {
+	if len(q.pend) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	events := q.pend
+	q.pend = nil
+	q.mu.Unlock()
+	for _, e := range events {
+		q.cfg.OnChange(e)
+	}
+}
+
+// note records one event and hands it to OnChange at once. q.mu must not
+// be held.
+func (q *Queue) note(kind EventKind, g *gate, now time.Time, err error) {
+	if q.cfg.OnChange == nil {
+		return
+	}
+	q.mu.Lock()
+	q.noteLocked(kind, g, now, err)
+	q.unlock()
 }
 
 // Acquire waits until a request on key may start and returns the function
 // that frees its slot; calling release more than once is harmless. A
-// request is refused at once with an error matching [ErrQueueFull] when
-// MaxQueueDepth requests already wait on key; it gives up with
-// [ErrQueueTimeout] after MaxQueueWait, and with ctx.Err() when ctx is done
-// first (or already). A refused or abandoned request leaves no slot or queue
+// request is refused at once with an [*Error] coded RATE_LIMIT_QUEUE_FULL
+// (matching [ErrQueueFull], HTTP 429) when MaxQueueDepth requests already
+// wait on key; it gives up with RATE_LIMIT_QUEUE_TIMEOUT (matching
+// [ErrQueueTimeout], HTTP 429) after MaxQueueWait, and with ctx.Err() when
+// ctx is done first (or already). A refused or abandoned request leaves no slot or queue
 // entry behind. Waiters are served in FIFO order. Errors may be shared
 // between callers and must not be modified.
 //
@@ -519,28 +576,34 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 	var now time.Time
 	if g == nil || g.clocked(s) {
 		now = time.Now()
-		g = q.gateLocked(key, now)
+		if g = q.gateLocked(key, now); g == nil {
+			e := q.keysFullLocked(key, now)
+			q.unlock()
+			return nil, e
+		}
 	}
 	g.apply(s, now)
 	if s.MaxQueueDepth > 0 && g.waiters.Len() >= s.MaxQueueDepth {
 		e := g.fullErr
 		if e == nil || e.Depth != s.MaxQueueDepth {
-			e = &Error{Code: CodeQueueFull, Status: ErrQueueFull.Status, Key: key, Depth: s.MaxQueueDepth}
+			e = newError(CodeQueueFull, key)
+			e.Depth = s.MaxQueueDepth
 			g.fullErr = e
 		}
-		q.mu.Unlock()
-		q.refused(e, now)
+		q.noteLocked(EventQueueFull, g, now, e)
+		q.unlock()
 		return nil, e
 	}
 	if g.waiters.Len() == 0 && g.readyNow(s.MaxConcurrency, true, now) {
 		g.running++
 		if now.IsZero() {
-			g.touched = true
+			q.touchLocked(g)
 		} else {
 			g.lastUse = now
 			g.start(now)
 		}
-		q.mu.Unlock()
+		q.placeLocked(g, now)
+		q.unlock()
 		t, gen := q.newTicket(g, nil)
 		return func() { t.release(gen) }, nil
 	}
@@ -550,10 +613,11 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 	w := &waiter{needs: []need{{g: g, cap: s.MaxConcurrency}}, rated: true, signal: make(chan struct{}, 1)}
 	q.enqueueLocked(w)
 	q.dispatchLocked([]*gate{g}, now)
-	q.mu.Unlock()
+	q.unlock()
 	err = q.await(ctx, w, s.MaxQueueWait, func() error {
-		e := &Error{Code: CodeQueueTimeout, Status: ErrQueueTimeout.Status, Key: key, Budget: s.MaxQueueWait}
-		q.emit(Event{Kind: EventQueueTimeout, Key: key, At: time.Now(), Err: e})
+		e := newError(CodeQueueTimeout, key)
+		e.Budget = s.MaxQueueWait
+		q.note(EventQueueTimeout, g, time.Now(), e)
 		return e
 	})
 	if err != nil {
@@ -565,42 +629,35 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 
 // clocked reports whether admitting a request on g under s depends on the
 // time: a rate limit, a spacing, a reservoir or a block.
-func (g *gate) clocked(s Settings) bool {
+func (g *gate) clocked(s limits) bool {
 	return s.RequestsPerMinute > 0 || s.MinSpacing > 0 || g.rpm > 0 || g.learned > 0 ||
 		g.resMax > 0 || !g.blockedUntil.IsZero()
 }
 
-// refused reports a queue-full refusal to the event hook.
-func (q *Queue) refused(e *Error, now time.Time) {
-	if q.cfg.OnEvent != nil {
-		if now.IsZero() {
-			now = time.Now()
-		}
-		q.emit(Event{Kind: EventQueueFull, Key: e.Key, At: now, Err: e})
-	}
-}
-
-// TryAcquire is shorthand for TryAcquireAt(key, time.Now()).
-func (q *Queue) TryAcquire(key string) (release func(), ok bool) {
-	return q.TryAcquireAt(key, time.Now())
-}
-
 // TryAcquireAt takes a slot on key if a request may start at now without
-// waiting, and reports whether it did. It never queues.
+// waiting, and reports whether it did. It never queues, and calling release
+// more than once is harmless.
 func (q *Queue) TryAcquireAt(key string, now time.Time) (release func(), ok bool) {
 	s := q.settingsFor(key)
 	q.mu.Lock()
 	g := q.gateLocked(key, now)
+	if g == nil {
+		q.keysFullLocked(key, now)
+		q.unlock()
+		return nil, false
+	}
 	g.apply(s, now)
 	if g.waiters.Len() > 0 || !g.readyNow(s.MaxConcurrency, true, now) {
-		q.mu.Unlock()
+		q.placeLocked(g, now) // apply may have ended a block
+		q.unlock()
 		return nil, false
 	}
 	g.refill(now)
 	g.running++
 	g.lastUse = now
 	g.start(now)
-	q.mu.Unlock()
+	q.placeLocked(g, now)
+	q.unlock()
 	t, gen := q.newTicket(g, nil)
 	return func() { t.release(gen) }, true
 }

@@ -19,7 +19,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // state returns key's entry in the snapshot, or a zero KeyState.
 func state(q *queue.Queue, key string) queue.KeyState {
-	for _, ks := range q.Snapshot() {
+	for _, ks := range q.SnapshotAt(time.Now()) {
 		if ks.Key == key {
 			return ks
 		}
@@ -53,10 +53,10 @@ func mustAcquire(t *testing.T, q *queue.Queue, key string) func() {
 }
 
 func TestAcquireUncontendedAndIdempotentRelease(t *testing.T) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+	q := queue.New(queue.Config{MaxConcurrency: 1})
 	release := mustAcquire(t, q, "openai:k1")
 	assert.Equal(t, 1, state(q, "openai:k1").Running)
-	assert.Equal(t, queue.Wait, q.Check("openai:k1"))
+	assert.Equal(t, queue.Wait, q.CheckAt("openai:k1", time.Now()))
 	release()
 	release()
 	assert.Equal(t, 0, state(q, "openai:k1").Running)
@@ -64,7 +64,7 @@ func TestAcquireUncontendedAndIdempotentRelease(t *testing.T) {
 	release() // stale release of a reused ticket must not free r2's slot
 	assert.Equal(t, 1, state(q, "openai:k1").Running)
 	r2()
-	assert.Equal(t, queue.Admit, q.Check("openai:k1"))
+	assert.Equal(t, queue.Admit, q.CheckAt("openai:k1", time.Now()))
 }
 
 func TestZeroQueueUsable(t *testing.T) {
@@ -72,7 +72,7 @@ func TestZeroQueueUsable(t *testing.T) {
 	release, err := q.Acquire(context.Background(), "k")
 	require.NoError(t, err)
 	release()
-	assert.Equal(t, queue.Admit, q.Check("k"))
+	assert.Equal(t, queue.Admit, q.CheckAt("k", time.Now()))
 }
 
 func TestAlreadyCancelled(t *testing.T) {
@@ -81,7 +81,7 @@ func TestAlreadyCancelled(t *testing.T) {
 	cancel()
 	_, err := q.Acquire(ctx, "k")
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Empty(t, q.Snapshot())
+	assert.Empty(t, q.SnapshotAt(time.Now()))
 }
 
 // Scenario 4c-2 and 4c-1: admission by queue depth. The waiters are queued
@@ -97,8 +97,8 @@ func TestCheckAdmissionByDepth(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var depth atomic.Int64
 			q := queue.New(queue.Config{
-				Defaults:  queue.Settings{MaxConcurrency: 1},
-				Overrides: func(string) queue.Settings { return queue.Settings{MaxQueueDepth: int(depth.Load())} },
+				MaxConcurrency: 1,
+				Overrides:      func(string) queue.Config { return queue.Config{MaxQueueDepth: int(depth.Load())} },
 			})
 			hold := mustAcquire(t, q, "k")
 			ctx, cancel := context.WithCancel(context.Background())
@@ -108,7 +108,7 @@ func TestCheckAdmissionByDepth(t *testing.T) {
 			}
 			synctest.Wait()
 			depth.Store(int64(tc.depth))
-			st := q.Status("k")
+			st := q.StatusAt("k", time.Now())
 			assert.Equal(t, tc.queued, st.Waiting)
 			assert.Equal(t, tc.want, st.Decision, "depth %d queued %d", tc.depth, tc.queued)
 			if tc.want == queue.Refuse {
@@ -130,11 +130,13 @@ func TestCheckAdmissionByDepth(t *testing.T) {
 	}
 }
 
-// Scenario 3c-1: with one holder and a full queue, the next request is
-// refused at once, before any waiting.
+// The request queue's form of scenario 3c-1 (see
+// TestSemaphoreQueueFullRefusedAtOnce for the semaphore's): with one holder
+// and a full queue, the next request is refused at once, before any waiting,
+// with RATE_LIMIT_QUEUE_FULL.
 func TestQueueFullRefusedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 20}})
+		q := queue.New(queue.Config{MaxConcurrency: 1, MaxQueueDepth: 20})
 		hold := mustAcquire(t, q, "k")
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -161,7 +163,7 @@ func TestQueueFullRefusedAtOnce(t *testing.T) {
 // Scenario 4c-3: concurrency 1, four 15 ms jobs finish in order.
 func TestFIFOOrderFourJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+		q := queue.New(queue.Config{MaxConcurrency: 1})
 		var mu sync.Mutex
 		var order []string
 		var wg sync.WaitGroup
@@ -185,15 +187,16 @@ func TestFIFOOrderFourJobs(t *testing.T) {
 	})
 }
 
-// Scenario 3c-2: a waiter with a 50 ms budget is refused after exactly 50 ms
-// and leaves the queue empty.
+// The request queue's form of scenario 3c-2 (see TestSemaphoreTimeout for the
+// semaphore's): a waiter with a 50 ms budget is refused after exactly 50 ms
+// with RATE_LIMIT_QUEUE_TIMEOUT and leaves the queue empty.
 func TestQueueTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []queue.Event
 		var mu sync.Mutex
 		q := queue.New(queue.Config{
-			Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueWait: 50 * time.Millisecond},
-			OnEvent:  func(e queue.Event) { mu.Lock(); events = append(events, e); mu.Unlock() },
+			MaxConcurrency: 1, MaxQueueWait: 50 * time.Millisecond,
+			OnChange: func(e queue.Event) { mu.Lock(); events = append(events, e); mu.Unlock() },
 		})
 		hold := mustAcquire(t, q, "k")
 		defer hold()
@@ -205,7 +208,6 @@ func TestQueueTimeout(t *testing.T) {
 		assert.Equal(t, queue.CodeQueueTimeout, qe.Code)
 		assert.Equal(t, http.StatusTooManyRequests, qe.Status)
 		assert.Equal(t, 50*time.Millisecond, qe.Budget)
-		assert.True(t, qe.Timeout())
 		assert.Equal(t, 0, state(q, "k").Waiting)
 		assert.Equal(t, 1, state(q, "k").Running)
 		mu.Lock()
@@ -219,7 +221,7 @@ func TestQueueTimeout(t *testing.T) {
 // next waiter moves up.
 func TestCancelLeavesNothingBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+		q := queue.New(queue.Config{MaxConcurrency: 1})
 		hold := mustAcquire(t, q, "k")
 		ctx, cancel := context.WithCancel(context.Background())
 		first := goAcquire(ctx, q, "k")
@@ -244,7 +246,7 @@ func TestCancelLeavesNothingBehind(t *testing.T) {
 // context's error.
 func TestContextDeadlineBeforeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+		q := queue.New(queue.Config{MaxConcurrency: 1})
 		hold := mustAcquire(t, q, "k")
 		defer hold()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -259,7 +261,7 @@ func TestContextDeadlineBeforeBudget(t *testing.T) {
 // D10: the execution budget ends a run that goes on too long with 504.
 func TestExecutionTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{ExecutionTimeout: time.Second}})
+		q := queue.New(queue.Config{ExecutionTimeout: time.Second})
 		start := time.Now()
 		err := q.Do(context.Background(), "k", func(ctx context.Context) error {
 			<-ctx.Done()
@@ -281,7 +283,7 @@ func TestExecutionTimeout(t *testing.T) {
 // budget is not cut; the wait budget stops counting once the run starts.
 func TestLongRunWithinExecutionBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxQueueWait: 30 * time.Second, ExecutionTimeout: 600 * time.Second}})
+		q := queue.New(queue.Config{MaxQueueWait: 30 * time.Second, ExecutionTimeout: 600 * time.Second})
 		err := q.Do(context.Background(), "k", func(ctx context.Context) error {
 			select {
 			case <-time.After(200 * time.Second):
@@ -298,7 +300,7 @@ func TestLongRunWithinExecutionBudget(t *testing.T) {
 // waited nearly its whole wait budget still gets its full execution budget.
 func TestBudgetsAreIndependent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueWait: 10 * time.Second, ExecutionTimeout: 20 * time.Second}})
+		q := queue.New(queue.Config{MaxConcurrency: 1, MaxQueueWait: 10 * time.Second, ExecutionTimeout: 20 * time.Second})
 		hold := mustAcquire(t, q, "k")
 		time.AfterFunc(9*time.Second, hold)
 		start := time.Now()
@@ -319,7 +321,7 @@ func TestDoPassesThroughErrors(t *testing.T) {
 
 func TestMinSpacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MinSpacing: 100 * time.Millisecond}})
+		q := queue.New(queue.Config{MinSpacing: 100 * time.Millisecond})
 		start := time.Now()
 		for i := range 3 {
 			release := mustAcquire(t, q, "k")
@@ -331,13 +333,13 @@ func TestMinSpacing(t *testing.T) {
 
 func TestRequestsPerMinute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{RequestsPerMinute: 60}})
+		q := queue.New(queue.Config{RequestsPerMinute: 60})
 		start := time.Now()
 		for range 60 {
 			mustAcquire(t, q, "k")()
 		}
 		assert.Zero(t, time.Since(start))
-		st := q.Status("k")
+		st := q.StatusAt("k", time.Now())
 		assert.Equal(t, queue.Wait, st.Decision)
 		assert.Equal(t, start.Add(time.Second), st.ReadyAt)
 		mustAcquire(t, q, "k")()
@@ -348,7 +350,7 @@ func TestRequestsPerMinute(t *testing.T) {
 // Scenario 4c-9: rpm 0 in the override and the defaults means no reservoir
 // limit at all.
 func TestZeroRPMIsUnlimited(t *testing.T) {
-	q := queue.New(queue.Config{Overrides: func(string) queue.Settings { return queue.Settings{RequestsPerMinute: 0} }})
+	q := queue.New(queue.Config{Overrides: func(string) queue.Config { return queue.Config{RequestsPerMinute: 0} }})
 	for i := range 10_000 {
 		release, ok := q.TryAcquireAt("k", t0)
 		require.True(t, ok, "request %d", i)
@@ -357,7 +359,7 @@ func TestZeroRPMIsUnlimited(t *testing.T) {
 }
 
 func TestTryAcquire(t *testing.T) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 2, MinSpacing: time.Second}})
+	q := queue.New(queue.Config{MaxConcurrency: 2, MinSpacing: time.Second})
 	r1, ok := q.TryAcquireAt("k", t0)
 	require.True(t, ok)
 	_, ok = q.TryAcquireAt("k", t0.Add(500*time.Millisecond))
@@ -368,14 +370,14 @@ func TestTryAcquire(t *testing.T) {
 	assert.False(t, ok, "cap")
 	r1()
 	r2()
-	r3, ok := q.TryAcquire("k")
+	r3, ok := q.TryAcquireAt("k", time.Now())
 	require.True(t, ok)
 	r3()
 }
 
 // The clock going back is treated as no time passing.
 func TestClockJumpsBackwards(t *testing.T) {
-	q := queue.New(queue.Config{Defaults: queue.Settings{MinSpacing: time.Second}})
+	q := queue.New(queue.Config{MinSpacing: time.Second})
 	r, ok := q.TryAcquireAt("k", t0)
 	require.True(t, ok)
 	r()
@@ -391,15 +393,15 @@ func TestClockJumpsBackwards(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 1}})
+		q := queue.New(queue.Config{MaxConcurrency: 1, MaxQueueDepth: 1})
 		now := time.Now()
-		assert.Equal(t, queue.Status{Decision: queue.Admit, Cap: 1, Depth: 1, ReadyAt: now}, q.Status("k"))
+		assert.Equal(t, queue.Status{Decision: queue.Admit, Cap: 1, Depth: 1, ReadyAt: now}, q.StatusAt("k", time.Now()))
 		hold := mustAcquire(t, q, "k")
-		assert.Equal(t, queue.Status{Decision: queue.Wait, Running: 1, Cap: 1, Depth: 1, Saturated: true}, q.Status("k"))
+		assert.Equal(t, queue.Status{Decision: queue.Wait, Running: 1, Cap: 1, Depth: 1, Saturated: true}, q.StatusAt("k", time.Now()))
 		ctx, cancel := context.WithCancel(context.Background())
 		ch := goAcquire(ctx, q, "k")
 		synctest.Wait()
-		assert.Equal(t, queue.Status{Decision: queue.Refuse, Running: 1, Waiting: 1, Cap: 1, Depth: 1, Saturated: true}, q.Status("k"))
+		assert.Equal(t, queue.Status{Decision: queue.Refuse, Running: 1, Waiting: 1, Cap: 1, Depth: 1, Saturated: true}, q.StatusAt("k", time.Now()))
 		cancel()
 		<-ch
 		hold()
@@ -413,8 +415,8 @@ func TestBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := queue.New(queue.Config{})
 		start := time.Now()
-		q.Block("k", start.Add(3*time.Second))
-		st := q.Status("k")
+		q.BlockAt("k", start.Add(3*time.Second), time.Now())
+		st := q.StatusAt("k", time.Now())
 		assert.True(t, st.Saturated)
 		assert.Equal(t, queue.Wait, st.Decision)
 		assert.Equal(t, start.Add(3*time.Second), st.ReadyAt)
@@ -423,10 +425,10 @@ func TestBlock(t *testing.T) {
 		assert.Equal(t, 3*time.Second, r.at)
 		r.release()
 
-		q.Block("k", time.Now().Add(time.Hour))
+		q.BlockAt("k", time.Now().Add(time.Hour), time.Now())
 		ch := goAcquire(context.Background(), q, "k")
 		time.Sleep(time.Second)
-		q.Unblock("k")
+		q.UnblockAt("k", time.Now())
 		r = <-ch
 		require.NoError(t, r.err)
 		assert.Equal(t, time.Second, r.at)
@@ -437,11 +439,11 @@ func TestBlock(t *testing.T) {
 
 func TestReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+		q := queue.New(queue.Config{MaxConcurrency: 1})
 		hold := mustAcquire(t, q, "k")
 		a := goAcquire(context.Background(), q, "k")
 		synctest.Wait()
-		q.Reset("k")
+		q.ResetAt("k", time.Now())
 		r := <-a
 		require.ErrorIs(t, r.err, queue.ErrReset)
 		assert.EqualError(t, r.err, "queue: k was reset")
@@ -449,12 +451,12 @@ func TestReset(t *testing.T) {
 		assert.Equal(t, 0, state(q, "k").Waiting)
 		b := goAcquire(context.Background(), q, "k")
 		synctest.Wait()
-		q.ResetAll()
+		q.ResetAllAt(time.Now())
 		require.ErrorIs(t, (<-b).err, queue.ErrReset)
 		hold()
-		assert.Equal(t, queue.Admit, q.Check("k"))
-		q.Reset("unknown")
-		q.Unblock("unknown")
+		assert.Equal(t, queue.Admit, q.CheckAt("k", time.Now()))
+		q.ResetAt("unknown", time.Now())
+		q.UnblockAt("unknown", time.Now())
 	})
 }
 
@@ -500,15 +502,15 @@ func TestLearnedReservoirAndReset(t *testing.T) {
 		var mu sync.Mutex
 		var kinds []queue.EventKind
 		q := queue.New(queue.Config{
-			Defaults: queue.Settings{MaxQueueWait: 30 * time.Second},
-			OnEvent:  func(e queue.Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() },
+			MaxQueueWait: 30 * time.Second,
+			OnChange:     func(e queue.Event) { mu.Lock(); kinds = append(kinds, e.Kind); mu.Unlock() },
 		})
 		start := time.Now()
 		h := http.Header{}
 		h.Set("X-RateLimit-Limit", "60")
 		h.Set("X-RateLimit-Remaining", "2")
 		h.Set("X-RateLimit-Reset", "20")
-		q.Learn("k", http.StatusOK, h)
+		q.LearnAt("k", http.StatusOK, h, time.Now())
 		for _, want := range []time.Duration{0, 990 * time.Millisecond, 20 * time.Second} {
 			mustAcquire(t, q, "k")()
 			assert.Equal(t, want, time.Since(start))
@@ -517,7 +519,7 @@ func TestLearnedReservoirAndReset(t *testing.T) {
 		assert.Equal(t, 59, ks.Reservoir)
 		assert.Equal(t, start.Add(40*time.Second), ks.ReservoirRefill)
 
-		q.Learn("k", http.StatusTooManyRequests, nil)
+		q.LearnAt("k", http.StatusTooManyRequests, nil, time.Now())
 		ks = state(q, "k")
 		assert.Zero(t, ks.LearnedSpacing)
 		assert.Zero(t, ks.ReservoirMax)
@@ -535,11 +537,11 @@ func TestLearningWakesWaiters(t *testing.T) {
 		q := queue.New(queue.Config{})
 		h := http.Header{}
 		h.Set("X-RateLimit-Limit", "1") // spacing 59.99 s
-		q.Learn("k", http.StatusOK, h)
+		q.LearnAt("k", http.StatusOK, h, time.Now())
 		mustAcquire(t, q, "k")()
 		ch := goAcquire(context.Background(), q, "k")
 		time.Sleep(time.Second)
-		q.Learn("k", http.StatusTooManyRequests, nil)
+		q.LearnAt("k", http.StatusTooManyRequests, nil, time.Now())
 		r := <-ch
 		require.NoError(t, r.err)
 		assert.Equal(t, time.Second, r.at)
@@ -554,11 +556,11 @@ func TestIdleKeysArePruned(t *testing.T) {
 			mustAcquire(t, q, k)()
 		}
 		busy := mustAcquire(t, q, "busy")
-		assert.Len(t, q.Snapshot(), 3, "the cap drops idle keys to make room")
+		assert.Len(t, q.SnapshotAt(time.Now()), 3, "the cap drops idle keys to make room")
 		time.Sleep(2 * time.Minute)
 		mustAcquire(t, q, "d")()
 		keys := []string{}
-		for _, ks := range q.Snapshot() {
+		for _, ks := range q.SnapshotAt(time.Now()) {
 			keys = append(keys, ks.Key)
 		}
 		assert.Equal(t, []string{"busy", "d"}, keys)
@@ -568,12 +570,12 @@ func TestIdleKeysArePruned(t *testing.T) {
 
 func TestOverridesFallThrough(t *testing.T) {
 	q := queue.New(queue.Config{
-		Defaults: queue.Settings{MaxConcurrency: 5, MaxQueueDepth: 7},
-		Overrides: func(key string) queue.Settings {
+		MaxConcurrency: 5, MaxQueueDepth: 7,
+		Overrides: func(key string) queue.Config {
 			if key == "one" {
-				return queue.Settings{MaxConcurrency: 1}
+				return queue.Config{MaxConcurrency: 1}
 			}
-			return queue.Settings{}
+			return queue.Config{}
 		},
 	})
 	assert.Equal(t, 1, q.StatusAt("one", t0).Cap)
@@ -588,7 +590,7 @@ func errorsAs(err error, target any) bool { return errors.As(err, target) }
 func TestCancelRacingGrant(t *testing.T) {
 	for i := range 100 {
 		synctest.Test(t, func(t *testing.T) {
-			q := queue.New(queue.Config{Defaults: queue.Settings{MaxConcurrency: 1}})
+			q := queue.New(queue.Config{MaxConcurrency: 1})
 			hold := mustAcquire(t, q, "k")
 			ctx, cancel := context.WithCancel(context.Background())
 			ch := goAcquire(ctx, q, "k")
@@ -618,8 +620,8 @@ func TestCancelRacingGrant(t *testing.T) {
 func TestRateChangesAndResetRefill(t *testing.T) {
 	var rpm atomic.Int64
 	rpm.Store(2)
-	q := queue.New(queue.Config{Overrides: func(string) queue.Settings {
-		return queue.Settings{RequestsPerMinute: int(rpm.Load())}
+	q := queue.New(queue.Config{Overrides: func(string) queue.Config {
+		return queue.Config{RequestsPerMinute: int(rpm.Load())}
 	}})
 	for range 2 {
 		r, ok := q.TryAcquireAt("k", t0)
@@ -653,15 +655,15 @@ func TestRateChangesAndResetRefill(t *testing.T) {
 func TestEventsOnBlockAndReset(t *testing.T) {
 	var events []queue.Event
 	q := queue.New(queue.Config{
-		Defaults: queue.Settings{MaxConcurrency: 1, MaxQueueDepth: 1},
-		OnEvent:  func(e queue.Event) { events = append(events, e) },
+		MaxConcurrency: 1, MaxQueueDepth: 1,
+		OnChange: func(e queue.Event) { events = append(events, e) },
 	})
 	until := time.Now().Add(time.Hour)
-	q.Block("k", until)
-	q.Unblock("k")
-	q.Unblock("k") // not blocked: no event
-	q.Reset("k")
-	q.ResetAll()
+	q.BlockAt("k", until, time.Now())
+	q.UnblockAt("k", time.Now())
+	q.UnblockAt("k", time.Now()) // not blocked: no event
+	q.ResetAt("k", time.Now())
+	q.ResetAllAt(time.Now())
 	require.Len(t, events, 4)
 	assert.Equal(t, queue.EventBlocked, events[0].Kind)
 	assert.Equal(t, until, events[0].Until)

@@ -52,9 +52,6 @@ type Status struct {
 	ReadyAt time.Time
 }
 
-// Check is shorthand for CheckAt(key, time.Now()).
-func (q *Queue) Check(key string) Decision { return q.CheckAt(key, time.Now()) }
-
 // CheckAt reports what Acquire would do with a request on key at now. It
 // neither blocks nor allocates (provided Config.Overrides does not).
 func (q *Queue) CheckAt(key string, now time.Time) Decision {
@@ -63,6 +60,9 @@ func (q *Queue) CheckAt(key string, now time.Time) Decision {
 	defer q.mu.RUnlock()
 	g := q.gates[key]
 	if g == nil {
+		if !q.roomLocked(now) {
+			return Refuse
+		}
 		return Admit
 	}
 	return g.decide(s, now)
@@ -70,7 +70,7 @@ func (q *Queue) CheckAt(key string, now time.Time) Decision {
 
 // decide is what Acquire would do on g at now under settings s. It requires
 // q.mu held.
-func (g *gate) decide(s Settings, now time.Time) Decision {
+func (g *gate) decide(s limits, now time.Time) Decision {
 	waiting := g.waiters.Len()
 	switch {
 	case s.MaxQueueDepth > 0 && waiting >= s.MaxQueueDepth:
@@ -84,9 +84,6 @@ func (g *gate) decide(s Settings, now time.Time) Decision {
 	return Admit
 }
 
-// Status is shorthand for StatusAt(key, time.Now()).
-func (q *Queue) Status(key string) Status { return q.StatusAt(key, time.Now()) }
-
 // StatusAt returns key's admission state at now. It neither blocks nor
 // allocates (provided Config.Overrides does not).
 func (q *Queue) StatusAt(key string, now time.Time) Status {
@@ -96,6 +93,9 @@ func (q *Queue) StatusAt(key string, now time.Time) Status {
 	defer q.mu.RUnlock()
 	g := q.gates[key]
 	if g == nil {
+		if !q.roomLocked(now) {
+			st.Decision, st.ReadyAt = Refuse, time.Time{}
+		}
 		return st
 	}
 	st.Running, st.Waiting = g.running, g.waiters.Len()
@@ -115,9 +115,6 @@ func (q *Queue) StatusAt(key string, now time.Time) Status {
 	}
 	return st
 }
-
-// Full is shorthand for FullAt(key, cap, time.Now()).
-func (q *Queue) Full(key string, cap int) bool { return q.FullAt(key, cap, time.Now()) }
 
 // FullAt reports whether key has cap or more requests running, or is
 // blocked, at now: whether a request needing a slot of key under cap (as
@@ -159,9 +156,6 @@ type KeyState struct {
 	LastUse time.Time
 }
 
-// Snapshot is shorthand for SnapshotAt(time.Now()).
-func (q *Queue) Snapshot() []KeyState { return q.SnapshotAt(time.Now()) }
-
 // SnapshotAt returns the state of every key kept at now, sorted by key.
 func (q *Queue) SnapshotAt(now time.Time) []KeyState {
 	q.mu.RLock()
@@ -189,23 +183,31 @@ func (q *Queue) SnapshotAt(now time.Time) []KeyState {
 	return out
 }
 
-// Block stops new starts on key until the given time; running requests
-// are not affected and waiters keep their place. A later Block replaces an
-// earlier one.
-func (q *Queue) Block(key string, until time.Time) {
-	now := time.Now()
+// BlockAt stops new starts on key from now until the absolute time until;
+// running requests are not affected and waiters keep their place. A later
+// block replaces an earlier one, and an until at or before now lifts it.
+// Blocks are lifted lazily: the key is free again at until without any
+// call.
+func (q *Queue) BlockAt(key string, until, now time.Time) {
 	q.mu.Lock()
 	g := q.gateLocked(key, now)
+	if g == nil {
+		q.keysFullLocked(key, now)
+		q.unlock()
+		return
+	}
 	g.blockedUntil = until
 	g.lastUse = now
+	q.usedLocked(g)
 	q.dispatchLocked([]*gate{g}, now)
-	q.mu.Unlock()
-	q.emit(Event{Kind: EventBlocked, Key: key, At: now, Until: until})
+	q.placeLocked(g, now)
+	q.noteLocked(EventBlocked, g, now, nil)
+	q.unlock()
 }
 
-// Unblock lifts a block on key and lets its waiters go.
-func (q *Queue) Unblock(key string) {
-	now := time.Now()
+// UnblockAt lifts a block on key at now and lets its waiters go. A key
+// that is not blocked is left alone, and no event is reported.
+func (q *Queue) UnblockAt(key string, now time.Time) {
 	q.mu.Lock()
 	g := q.gates[key]
 	if g == nil || g.blockedUntil.IsZero() {
@@ -214,15 +216,16 @@ func (q *Queue) Unblock(key string) {
 	}
 	g.blockedUntil = time.Time{}
 	q.dispatchLocked([]*gate{g}, now)
-	q.mu.Unlock()
-	q.emit(Event{Kind: EventUnblocked, Key: key, At: now})
+	q.placeLocked(g, now)
+	q.noteLocked(EventUnblocked, g, now, nil)
+	q.unlock()
 }
 
-// Reset rejects every request waiting on key with an error matching
-// [ErrReset], and clears the key's block and learned limits. Slots in use
-// stay counted until they are released, so the cap keeps holding.
-func (q *Queue) Reset(key string) {
-	now := time.Now()
+// ResetAt rejects every request waiting on key with an error matching
+// [ErrReset] (SEMAPHORE_RESET), and clears the key's block and learned
+// limits, at now. Slots in use stay counted until they are released, so the
+// cap keeps holding. A key the queue does not keep is left alone.
+func (q *Queue) ResetAt(key string, now time.Time) {
 	q.mu.Lock()
 	g := q.gates[key]
 	if g == nil {
@@ -230,24 +233,24 @@ func (q *Queue) Reset(key string) {
 		return
 	}
 	q.resetLocked(g, now)
-	q.mu.Unlock()
-	q.emit(Event{Kind: EventReset, Key: key, At: now})
+	q.noteLocked(EventReset, g, now, nil)
+	q.unlock()
 }
 
-// ResetAll resets every key as Reset does.
-func (q *Queue) ResetAll() {
-	now := time.Now()
+// ResetAllAt resets every key as [Queue.ResetAt] does; the events come in
+// key order.
+func (q *Queue) ResetAllAt(now time.Time) {
 	q.mu.Lock()
 	keys := make([]string, 0, len(q.gates))
 	for k, g := range q.gates {
 		q.resetLocked(g, now)
 		keys = append(keys, k)
 	}
-	q.mu.Unlock()
 	slices.Sort(keys)
 	for _, k := range keys {
-		q.emit(Event{Kind: EventReset, Key: k, At: now})
+		q.noteLocked(EventReset, q.gates[k], now, nil)
 	}
+	q.unlock()
 }
 
 func (q *Queue) resetLocked(g *gate, now time.Time) {
@@ -262,12 +265,16 @@ func (q *Queue) resetLocked(g *gate, now time.Time) {
 				others = append(others, n.g)
 			}
 		}
-		w.err = &Error{Code: CodeReset, Status: ErrReset.Status, Key: g.key}
+		w.err = newError(CodeReset, g.key)
 		w.poke()
 	}
 	g.blockedUntil = time.Time{}
 	g.resetRate()
 	q.dispatchLocked(others, now)
+	q.placeLocked(g, now)
+	for _, o := range others {
+		q.placeLocked(o, now)
+	}
 }
 
 // resetRate gives g a fresh limiter: no learned limits, a full bucket.
@@ -280,13 +287,8 @@ func (g *gate) resetRate() {
 		g.lim = nil
 		rpm := g.rpm
 		g.rpm = 0
-		g.apply(Settings{RequestsPerMinute: rpm, MinSpacing: g.spacing, MaxConcurrency: g.cap}, time.Time{})
+		g.apply(limits{RequestsPerMinute: rpm, MinSpacing: g.spacing, MaxConcurrency: g.cap}, time.Time{})
 	}
-}
-
-// Learn is shorthand for LearnAt(key, status, h, time.Now()).
-func (q *Queue) Learn(key string, status int, h http.Header) {
-	q.LearnAt(key, status, h, time.Now())
 }
 
 // LearnAt adapts key to an upstream answer received at now:
@@ -306,23 +308,25 @@ func (q *Queue) Learn(key string, status int, h http.Header) {
 func (q *Queue) LearnAt(key string, status int, h http.Header, now time.Time) {
 	if status == http.StatusTooManyRequests {
 		q.mu.Lock()
-		g := q.gates[key]
-		if g != nil {
+		if g := q.gates[key]; g != nil {
 			g.resetRate()
 			q.dispatchLocked([]*gate{g}, now)
+			q.noteLocked(EventLimiterReset, g, now, nil)
 		}
-		q.mu.Unlock()
-		if g != nil {
-			q.emit(Event{Kind: EventLimiterReset, Key: key, At: now})
-		}
+		q.unlock()
 		return
 	}
-	l := ParseLimits(h, now)
+	l := parseLimits(h, now)
 	if l.Limit <= 0 && !l.OverLimit {
 		return
 	}
 	q.mu.Lock()
 	g := q.gateLocked(key, now)
+	if g == nil {
+		q.keysFullLocked(key, now)
+		q.unlock()
+		return
+	}
 	if l.Limit > 0 {
 		g.learned = max(0, time.Duration(60_000/l.Limit-10)*time.Millisecond)
 		switch {
@@ -342,7 +346,8 @@ func (q *Queue) LearnAt(key string, status int, h http.Header, now time.Time) {
 		g.learned = max(g.learned, overLimitSpacing)
 	}
 	g.lastUse = now
+	q.usedLocked(g)
 	q.dispatchLocked([]*gate{g}, now)
-	q.mu.Unlock()
-	q.emit(Event{Kind: EventLimitsLearned, Key: key, At: now})
+	q.noteLocked(EventLimitsLearned, g, now, nil)
+	q.unlock()
 }

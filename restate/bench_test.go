@@ -4,13 +4,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/routeguard/routeguard"
 )
 
 func typical429() Response {
 	msg := `{"error":{"message":"Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 29980, Requested 1200. Please try again in 2.4s.","type":"tokens","param":null,"code":"rate_limit_exceeded"},"detail":"`
 	body := msg + strings.Repeat("x", 2048-len(msg)-2) + `"}`
 	return Response{
-		Provider: "openai", Model: "gpt-4o", Auth: AuthAPIKey, Status: 429,
+		Provider: "openai", Model: "gpt-4o", Auth: routeguard.APIKey, Status: 429,
 		Header: http.Header{
 			"Content-Type":                   {"application/json"},
 			"X-Ratelimit-Limit-Tokens":       {"30000"},
@@ -57,7 +59,7 @@ func BenchmarkRestatePassthrough(b *testing.B) {
 	body := []byte(`{"error":{"message":"rate limited"}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Restate("openai", 429, "", body, 0)
+		c.restate("openai", 429, "", body, 0)
 	}
 }
 
@@ -65,13 +67,13 @@ func BenchmarkParseStreamError(b *testing.B) {
 	ev := []byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
 	b.ReportAllocs()
 	for b.Loop() {
-		ParseStreamError(ev)
+		parseStreamError(ev)
 	}
 }
 
 func TestTypical429(t *testing.T) {
 	v := (&Classifier{}).ClassifyAt(typical429(), t0)
-	if v.Reason != ReasonRateLimit || v.Hint.After.Seconds() != 2.4 || v.Hint.Source != HintHeader || v.Mode != CooldownBackoff {
+	if v.Reason != ReasonRateLimit || v.Hint.After.Seconds() != 2.4 || v.Hint.Source != hintHeader || v.Mode != CooldownBackoff {
 		t.Errorf("typical 429 = %+v", v)
 	}
 }

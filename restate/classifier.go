@@ -1,6 +1,7 @@
 package restate
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -11,26 +12,27 @@ import (
 	"time"
 )
 
-// MaxOperatorRules is the most operator rules a set may hold, over all
+// maxOperatorRules is the most operator rules a set may hold, over all
 // providers.
-const MaxOperatorRules = 50
+const maxOperatorRules = 50
 
-// Classifier holds the tables and settings of the classification. Reads
-// take an immutable snapshot through one atomic load, so classification
-// never waits for a writer; writers (SetTables, SetOperatorRules,
-// SetSettings) are serialised and swap a new snapshot.
+// Classifier holds the tables and the configuration of the
+// classification. Reads take an immutable snapshot through one atomic
+// load, so classification never waits for a writer; the writers
+// (SetTables, SetOperatorRules, SetConfig) are serialised and swap a new
+// snapshot.
 //
-// The zero value is ready to use with the built-in tables and default
-// settings. A Classifier is safe for concurrent use and must not be copied
+// The zero value is ready to use with the built-in tables and the default
+// [Config]. A Classifier is safe for concurrent use and must not be copied
 // after first use.
 type Classifier struct {
 	mu sync.Mutex // serialises writers
 	st atomic.Pointer[state]
 }
 
-// state is an immutable snapshot: normalised tables and settings.
+// state is an immutable snapshot: normalised tables and configuration.
 type state struct {
-	set      Settings
+	set      Config
 	raw      Tables                    // as given, for Tables()
 	t        Tables                    // phrases lower-cased
 	restate  map[string][]RestateRule  // lower-cased keys
@@ -45,23 +47,25 @@ type state struct {
 }
 
 var defaultState = sync.OnceValue(func() *state {
-	st, err := build(Settings{}, DefaultTables(), nil)
+	st, err := build(Config{}, DefaultTables(), nil)
 	if err != nil {
 		panic("restate: built-in tables are invalid: " + err.Error())
 	}
 	return st
 })
 
-// Default is the Classifier used by the package-level functions. Configure
-// it through its methods.
-var Default = &Classifier{}
+// std is the Classifier of the package-level functions: the built-in
+// tables and the default Config, never changed.
+var std = &Classifier{}
 
-// New returns a Classifier with settings s (normalised) and the built-in
-// tables.
-func New(s Settings) *Classifier {
-	c := &Classifier{}
-	c.SetSettings(s)
-	return c
+// New returns a Classifier with the configuration c (normalised) and the
+// built-in tables. New(Config{}) behaves like the zero Classifier.
+func New(c Config) *Classifier {
+	st := *defaultState()
+	st.set = c.Normalize()
+	cl := &Classifier{}
+	cl.st.Store(&st)
+	return cl
 }
 
 func (c *Classifier) load() *state {
@@ -71,16 +75,17 @@ func (c *Classifier) load() *state {
 	return defaultState()
 }
 
-// Settings returns the normalised settings in use.
-func (c *Classifier) Settings() Settings { return c.load().set }
+// Config returns the normalised configuration in use.
+func (c *Classifier) Config() Config { return c.load().set }
 
-// SetSettings replaces the settings (normalised).
-func (c *Classifier) SetSettings(s Settings) {
+// SetConfig replaces the configuration (normalised) at run time, for
+// example to switch the emergency fallback off; the next classification
+// uses it. The tables and operator rules stay.
+func (c *Classifier) SetConfig(cfg Config) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.load()
-	st := *old
-	st.set = s.Normalize()
+	st := *c.load()
+	st.set = cfg.Normalize()
 	c.st.Store(&st)
 }
 
@@ -88,7 +93,8 @@ func (c *Classifier) SetSettings(s Settings) {
 func (c *Classifier) Tables() Tables { return c.load().raw.clone() }
 
 // SetTables validates t and installs a copy of it. An invalid table is
-// refused with a [RuleError] naming the rule, and the tables in use stay.
+// refused with an [*Error] (code [CodeInvalidRule]) naming the rule, and
+// the tables in use stay.
 func (c *Classifier) SetTables(t Tables) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,10 +119,13 @@ func (c *Classifier) OperatorRules() map[string][]OperatorRule {
 
 // SetOperatorRules replaces every operator rule. Provider keys are
 // lower-cased and empty lists dropped. The set is validated as a whole: at
-// most [MaxOperatorRules] rules, status in 100..599, a non-blank Match, a
-// scope of model, provider or connection, a non-negative cooldown. An invalid
-// set is refused with a [RuleError] and the previous rules stay. A nil or
-// empty map clears the operator rules.
+// most 50 rules over all providers, status in 100..599, a non-blank Match,
+// a scope of model, provider or connection, a non-negative cooldown. An
+// invalid set is refused with an [*Error] (code [CodeInvalidRule]) naming
+// the rule, and the previous rules stay. A nil or empty map clears the
+// operator rules. Operator rules are tried before the built-in rules of
+// their provider, and a provider with one gets its rule scopes surfaced
+// and its rules matched against the whole failure text.
 func (c *Classifier) SetOperatorRules(rules map[string][]OperatorRule) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -129,7 +138,7 @@ func (c *Classifier) SetOperatorRules(rules map[string][]OperatorRule) error {
 	return nil
 }
 
-func build(set Settings, t Tables, ops map[string][]OperatorRule) (*state, error) {
+func build(set Config, t Tables, ops map[string][]OperatorRule) (*state, error) {
 	if err := validateTables(t); err != nil {
 		return nil, err
 	}
@@ -206,7 +215,7 @@ func validMode(m CooldownMode) bool {
 func validateTables(t Tables) error {
 	for _, p := range slices.Sorted(maps.Keys(t.Restatements)) {
 		for i, r := range t.Restatements[p] {
-			bad := func(msg string) error { return &RuleError{Provider: lower(p), Index: i, ID: r.ID, Problem: msg} }
+			bad := func(msg string) error { return ruleError(fmt.Sprintf("Restatements[%q][%d]", p, i), r.ID, msg) }
 			switch {
 			case r.ID == "":
 				return bad("empty id")
@@ -230,26 +239,26 @@ func validateTables(t Tables) error {
 	}
 	for _, p := range slices.Sorted(maps.Keys(t.ProviderRules)) {
 		for i, r := range t.ProviderRules[p] {
-			if err := validateProviderRule(lower(p), i, r); err != nil {
+			if err := validateProviderRule(fmt.Sprintf("ProviderRules[%q][%d]", p, i), r); err != nil {
 				return err
 			}
 		}
 	}
 	for i, r := range t.TextRules {
 		if len(r.Phrases) == 0 || slices.Contains(r.Phrases, "") || !validMode(r.Mode) || r.Cooldown < 0 {
-			return &RuleError{Index: i, ID: "text", Problem: "text rule needs non-empty phrases, a valid mode and a non-negative cooldown"}
+			return ruleError(fmt.Sprintf("TextRules[%d]", i), "", "text rule needs non-empty phrases, a valid mode and a non-negative cooldown")
 		}
 	}
 	for i, r := range t.StatusRules {
 		if !validStatus(r.Status) || !validMode(r.Mode) || r.Cooldown < 0 {
-			return &RuleError{Index: i, ID: "status", Problem: "status rule needs a status in 100..599, a valid mode and a non-negative cooldown"}
+			return ruleError(fmt.Sprintf("StatusRules[%d]", i), "", "status rule needs a status in 100..599, a valid mode and a non-negative cooldown")
 		}
 	}
 	return nil
 }
 
-func validateProviderRule(p string, i int, r ProviderRule) error {
-	bad := func(msg string) error { return &RuleError{Provider: p, Index: i, ID: r.ID, Problem: msg} }
+func validateProviderRule(field string, r ProviderRule) error {
+	bad := func(msg string) error { return ruleError(field, r.ID, msg) }
 	switch {
 	case r.Reason == "":
 		return bad("empty reason")
@@ -262,7 +271,7 @@ func validateProviderRule(p string, i int, r ProviderRule) error {
 		return bad("no condition")
 	}
 	switch r.Scope {
-	case ScopeNone, ScopeProvider, ScopeConnection, ScopeModel, ScopeExact:
+	case "", ScopeProvider, ScopeConnection, ScopeModel, ScopeExact:
 	default:
 		return bad("unknown scope " + string(r.Scope))
 	}
@@ -283,19 +292,19 @@ func compileOperator(ops map[string][]OperatorRule) (map[string][]OperatorRule, 
 		}
 		lp := lower(strings.TrimSpace(p))
 		if lp == "" {
-			return nil, nil, &RuleError{Problem: "empty provider key"}
+			return nil, nil, ruleError(fmt.Sprintf("OperatorRules[%q]", p), "", "empty provider key")
 		}
 		raw[lp] = append(raw[lp], ops[p]...)
 		total += len(ops[p])
 	}
-	if total > MaxOperatorRules {
-		return nil, nil, &RuleError{Index: MaxOperatorRules, ID: "operator", Problem: "more than 50 operator rules"}
+	if total > maxOperatorRules {
+		return nil, nil, ruleError("OperatorRules", "", fmt.Sprintf("%d rules, more than %d", total, maxOperatorRules))
 	}
 	out := make(map[string][]ProviderRule, len(raw))
 	for p, rs := range raw {
 		for i, r := range rs {
 			bad := func(msg string) error {
-				return &RuleError{Provider: p, Index: i, ID: operatorID(p, i), Problem: msg}
+				return ruleError(fmt.Sprintf("OperatorRules[%q][%d]", p, i), operatorID(p, i), msg)
 			}
 			switch {
 			case !validStatus(r.Status):
@@ -329,20 +338,20 @@ func operatorID(p string, i int) string {
 // lower lower-cases s, allocating only when s has upper-case letters.
 func lower(s string) string { return strings.ToLower(s) }
 
-// HonorsScope reports whether rule scopes of provider are surfaced in a
+// honorsScope reports whether rule scopes of provider are surfaced in a
 // Verdict: true for Tables.ScopeProviders and for any provider with an
 // operator rule.
-func (c *Classifier) HonorsScope(provider string) bool {
+func (c *Classifier) honorsScope(provider string) bool {
 	st := c.load()
 	p := lower(strings.TrimSpace(provider))
 	return p != "" && (st.scoped[p] || len(st.op[p]) > 0)
 }
 
-// RuleMatchBody returns the text provider rules of provider match against:
+// ruleMatchBody returns the text provider rules of provider match against:
 // the whole text for Tables.FullTextProviders and providers with operator
 // rules (when the text is not blank), otherwise the structured error when
 // there is one, otherwise the text.
-func (c *Classifier) RuleMatchBody(provider, structured, text string) string {
+func (c *Classifier) ruleMatchBody(provider, structured, text string) string {
 	st := c.load()
 	p := lower(strings.TrimSpace(provider))
 	if (st.fullText[p] || len(st.op[p]) > 0) && strings.TrimSpace(text) != "" {
@@ -354,8 +363,8 @@ func (c *Classifier) RuleMatchBody(provider, structured, text string) string {
 	return text
 }
 
-// RuleMatch is the outcome of a provider error rule.
-type RuleMatch struct {
+// ruleMatch is the outcome of a provider error rule.
+type ruleMatch struct {
 	ID         string
 	Reason     Reason
 	Scope      Scope
@@ -363,14 +372,10 @@ type RuleMatch struct {
 	DailyQuota bool
 }
 
-// MatchRule returns the first provider error rule of provider that matches
-// status, header and body (operator rules first). Rules fire for any status.
-func (c *Classifier) MatchRule(provider string, status int, header http.Header, body []byte) (RuleMatch, bool) {
-	return c.MatchRuleAt(provider, status, header, body, time.Now())
-}
-
-// MatchRuleAt is MatchRule at time now (used by until-midnight rules).
-func (c *Classifier) MatchRuleAt(provider string, status int, header http.Header, body []byte, now time.Time) (RuleMatch, bool) {
+// matchRuleAt returns the first provider error rule of provider that
+// matches status, header and body at time now (operator rules first; now
+// drives until-midnight rules). Rules fire for any status.
+func (c *Classifier) matchRuleAt(provider string, status int, header http.Header, body []byte, now time.Time) (ruleMatch, bool) {
 	st := c.load()
 	return st.matchRule(lower(strings.TrimSpace(provider)), status, header, lower(st.bound(body)), now)
 }
@@ -389,7 +394,7 @@ func (st *state) boundString(s string) string {
 	return s
 }
 
-func (st *state) matchRule(p string, status int, h http.Header, body string, now time.Time) (RuleMatch, bool) {
+func (st *state) matchRule(p string, status int, h http.Header, body string, now time.Time) (ruleMatch, bool) {
 	for _, set := range [2][]ProviderRule{st.op[p], st.rules[p]} {
 		for i := range set {
 			if m, ok := st.match(&set[i], status, h, body, now); ok {
@@ -397,23 +402,23 @@ func (st *state) matchRule(p string, status int, h http.Header, body string, now
 			}
 		}
 	}
-	return RuleMatch{}, false
+	return ruleMatch{}, false
 }
 
-func (st *state) match(r *ProviderRule, status int, h http.Header, body string, now time.Time) (RuleMatch, bool) {
+func (st *state) match(r *ProviderRule, status int, h http.Header, body string, now time.Time) (ruleMatch, bool) {
 	if len(r.Statuses) > 0 && !slices.Contains(r.Statuses, status) {
-		return RuleMatch{}, false
+		return ruleMatch{}, false
 	}
 	if r.literal {
 		if !slices.ContainsFunc(r.Any, func(m string) bool { return strings.Contains(body, m) }) {
-			return RuleMatch{}, false
+			return ruleMatch{}, false
 		}
-	} else if len(r.Any) > 0 && !hasAny(body, r.Any) {
-		return RuleMatch{}, false
+	} else if len(r.Any) > 0 && !hasAny(body, r.Any, substring) {
+		return ruleMatch{}, false
 	}
 	for _, s := range r.All {
-		if !has(body, s) {
-			return RuleMatch{}, false
+		if !has(body, s, substring) {
+			return ruleMatch{}, false
 		}
 	}
 	if len(r.HeaderZero) > 0 {
@@ -425,17 +430,17 @@ func (st *state) match(r *ProviderRule, status int, h http.Header, body string, 
 			}
 		}
 		if !ok {
-			return RuleMatch{}, false
+			return ruleMatch{}, false
 		}
 	}
 	if r.HeaderZeroPair != "" && !zeroPair(h.Get(r.HeaderZeroPair)) {
-		return RuleMatch{}, false
+		return ruleMatch{}, false
 	}
-	m := RuleMatch{ID: r.ID, Reason: r.Reason, Scope: r.Scope, Cooldown: r.Cooldown}
+	m := ruleMatch{ID: r.ID, Reason: r.Reason, Scope: r.Scope, Cooldown: r.Cooldown}
 	if r.CooldownFromReset {
 		d, ok := resetCountdown(body)
 		if !ok {
-			return RuleMatch{}, false
+			return ruleMatch{}, false
 		}
 		m.Cooldown = min(d, st.set.MaxQuotaHint)
 	}

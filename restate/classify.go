@@ -1,30 +1,31 @@
 package restate
 
 import (
-	"net/http"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
 // Fixed cooldowns of the classification.
 const (
-	BanCooldown          = 365 * 24 * time.Hour // a banned account (permanent)
-	RetiredCooldown      = 24 * time.Hour       // a retired model or moved endpoint
-	CreditsCooldown      = 2 * time.Minute      // credits exhausted or billing suspension
-	SubscriptionCooldown = time.Hour            // subscription usage limit without a hint
-	WeeklyCooldown       = 24 * time.Hour       // weekly quota without a reset time
-	SessionCooldown      = 5 * time.Hour        // session usage limit
+	banCooldown          = 365 * 24 * time.Hour // a banned account (permanent)
+	retiredCooldown      = 24 * time.Hour       // a retired model or moved endpoint
+	creditsCooldown      = 2 * time.Minute      // credits exhausted or billing suspension
+	subscriptionCooldown = time.Hour            // subscription usage limit without a hint
+	weeklyCooldown       = 24 * time.Hour       // weekly quota without a reset time
+	sessionCooldown      = 5 * time.Hour        // session usage limit
 	suspensionWindow     = 120                  // bytes between "suspended" and a billing word
 )
 
-// Restate applies the restatement rules of provider to one answer. The
+// restate applies the restatement rules of provider to one answer. The
 // haystack is message + " " + body, lower-cased; markers are substrings.
 // A rule applies when status is one of its FromStatuses, a marker occurs
 // and no exclude marker does; the result then carries the rule's ToStatus
 // and upstream (when > 0) or the rule's default retry time. Otherwise the
 // answer passes through unchanged.
-func (c *Classifier) Restate(provider string, status int, message string, body []byte, upstream time.Duration) Restatement {
+func (c *Classifier) restate(provider string, status int, message string, body []byte, upstream time.Duration) restatement {
 	st := c.load()
 	rules := st.restate[lower(strings.TrimSpace(provider))]
 	if len(rules) == 0 {
@@ -33,8 +34,8 @@ func (c *Classifier) Restate(provider string, status int, message string, body [
 	return st.restateText(rules, status, st.haystack(message, body), upstream)
 }
 
-func passthrough(status int, upstream time.Duration) Restatement {
-	return Restatement{Status: status, FromStatus: status, RetryAfter: max(upstream, 0)}
+func passthrough(status int, upstream time.Duration) restatement {
+	return restatement{Status: status, FromStatus: status, RetryAfter: max(upstream, 0)}
 }
 
 func (st *state) haystack(message string, body []byte) string {
@@ -46,30 +47,30 @@ func (st *state) haystack(message string, body []byte) string {
 	return lower(m + " " + b)
 }
 
-func (st *state) restateText(rules []RestateRule, status int, text string, upstream time.Duration) Restatement {
+func (st *state) restateText(rules []RestateRule, status int, text string, upstream time.Duration) restatement {
 	if strings.TrimSpace(text) == "" {
 		return passthrough(status, upstream)
 	}
 	for _, r := range rules {
-		if !slices.Contains(r.FromStatuses, status) || !hasAny(text, r.Markers) || hasAny(text, r.Excludes) {
+		if !slices.Contains(r.FromStatuses, status) || !hasAny(text, r.Markers, substring) || hasAny(text, r.Excludes, substring) {
 			continue
 		}
 		ra := r.DefaultRetryAfter
 		if upstream > 0 {
 			ra = upstream
 		}
-		return Restatement{Status: r.ToStatus, FromStatus: status, RuleID: r.ID, RetryAfter: ra}
+		return restatement{Status: r.ToStatus, FromStatus: status, RuleID: r.ID, RetryAfter: ra}
 	}
 	return passthrough(status, upstream)
 }
 
-// Classify is ClassifyAt at time.Now().
+// Classify is shorthand for ClassifyAt(r, time.Now()).
 func (c *Classifier) Classify(r Response) Verdict { return c.ClassifyAt(r, time.Now()) }
 
 // ClassifyAt restates r's status and classifies the failure at time now
 // (now's location is the local time of daily quotas). A status below 400
-// (other than 0) is not a failure and gives a Verdict with Kind none and
-// ShouldFallback false; status 0 means no answer arrived (a network error).
+// (other than 0) is not a failure and gives a Verdict with the empty Kind,
+// ShouldFallback false and no flags; status 0 means no answer arrived (a network error).
 //
 // The first match wins, in this order:
 //
@@ -91,6 +92,20 @@ func (c *Classifier) Classify(r Response) Verdict { return c.ClassifyAt(r, time.
 //
 // Weekly and session limits are tried before the subscription limit, so
 // "weekly usage limit reached" is a weekly quota.
+//
+// The fixed cooldowns of the text signals: a ban 365 days (and Permanent);
+// a retired model or a moved endpoint 24 h; exhausted credits or a billing
+// suspension 2 min (and CreditsExhausted); a daily quota until the next
+// local midnight, at most 24 h; a weekly quota its "resets in" countdown,
+// else 24 h; a session limit 5 h; a subscription limit 1 h, or the hint
+// where the connection's profile honours hints.
+//
+// The consumer flags are then set from the outcome, in one place: Expired
+// for a 401, RequestRejected for the request_rejected kind, Terminal for
+// either or for Permanent or CreditsExhausted; ModelScoped for a model or
+// exact rule scope, reason not_found, 404 or 410; RequestScoped for the
+// bad_request kind; TokenLimit for a 429 and EmptyAnswer for a 502 whose
+// text matches Signals.TokenLimit or Signals.EmptyAnswer.
 func (c *Classifier) ClassifyAt(r Response, now time.Time) Verdict {
 	st := c.load()
 	p := lower(strings.TrimSpace(r.Provider))
@@ -119,7 +134,23 @@ func (c *Classifier) ClassifyAt(r Response, now time.Time) Verdict {
 		cl.structured = lower(st.bound(r.Structured))
 	}
 	cl.classify(&v)
+	cl.flags(&v)
 	return v
+}
+
+// flags sets the consumer flags of a failure verdict from its status,
+// kind, reason, scope and text. This is the one place where they are
+// decided: consumers read the flags and never compare statuses.
+func (cl *classification) flags(v *Verdict) {
+	sig := &cl.st.t.Signals
+	v.Expired = v.Status == 401
+	v.RequestRejected = v.Kind == kindRequestRejected
+	v.Terminal = v.Permanent || v.CreditsExhausted || v.Expired || v.RequestRejected
+	v.ModelScoped = v.Scope == ScopeModel || v.Scope == ScopeExact || v.Reason == ReasonNotFound ||
+		v.Status == 404 || v.Status == 410
+	v.RequestScoped = v.Kind == kindBadRequest
+	v.TokenLimit = v.Status == 429 && hasAny(cl.text, sig.TokenLimit, substring)
+	v.EmptyAnswer = v.Status == 502 && hasAny(cl.text, sig.EmptyAnswer, substring)
 }
 
 type classification struct {
@@ -141,7 +172,7 @@ func (cl *classification) ruleBody() string {
 	return cl.text
 }
 
-func (cl *classification) rule(status int) (RuleMatch, bool) {
+func (cl *classification) rule(status int) (ruleMatch, bool) {
 	return cl.st.matchRule(cl.p, status, cl.r.Header, cl.ruleBody(), cl.now)
 }
 
@@ -161,7 +192,7 @@ func (cl *classification) scoped() bool {
 }
 
 // applyRule records a matched provider rule on v.
-func (cl *classification) applyRule(v *Verdict, m RuleMatch) {
+func (cl *classification) applyRule(v *Verdict, m ruleMatch) {
 	v.RuleID = m.ID
 	if cl.scoped() {
 		v.Scope = m.Scope
@@ -180,101 +211,101 @@ func set(v *Verdict, fallback bool, kind Kind, reason Reason, mode CooldownMode,
 func (cl *classification) classify(v *Verdict) {
 	st, sig, text, status := cl.st, &cl.st.t.Signals, cl.text, v.Status
 	if status <= 0 {
-		set(v, true, KindNetwork, ReasonServerError, CooldownBackoff, 0)
+		set(v, true, kindNetwork, ReasonServerError, CooldownBackoff, 0)
 		return
 	}
 	// 1. The gateway's own refusals.
-	if hasAny(text, sig.InternalRefusal) || status == 409 && hasAny(text, sig.InternalRefusal409) {
-		set(v, false, KindInternalRefusal, ReasonInvalidBinding, CooldownNone, 0)
+	if hasAny(text, sig.InternalRefusal, words) || status == 409 && hasAny(text, sig.InternalRefusal409, words) {
+		set(v, false, kindInternalRefusal, ReasonInvalidBinding, CooldownNone, 0)
 		v.SkipProviderBreaker = true
 		return
 	}
 	auth := cl.r.Auth
-	useQuota := status != 429 || auth == AuthOAuth || auth == AuthUnknown || hasAny(text, sig.LongPeriod)
+	useQuota := status != 429 || auth == routeguard.OAuth || auth == routeguard.Unknown || hasAny(text, sig.LongPeriod, substring)
 	hint := v.Hint
 
 	// 2. Body text checks.
 	if strings.TrimSpace(text) != "" {
 		switch {
-		case hasAny(text, sig.Ban):
-			set(v, true, KindBan, ReasonAuthError, CooldownFixed, BanCooldown)
+		case hasAny(text, sig.Ban, words):
+			set(v, true, kindBan, ReasonAuthError, CooldownFixed, banCooldown)
 			v.Permanent = true
 			return
-		case (status == 404 || status == 410) && hasAny(text, sig.Retired):
-			set(v, true, KindRetiredModel, ReasonNotFound, CooldownFixed, RetiredCooldown)
-			v.QuotaResetHint = RetiredCooldown
+		case (status == 404 || status == 410) && hasAny(text, sig.Retired, substring):
+			set(v, true, kindRetiredModel, ReasonNotFound, CooldownFixed, retiredCooldown)
+			v.QuotaResetHint = retiredCooldown
 			return
-		case hasAny(text, sig.Moved):
-			set(v, true, KindMovedEndpoint, ReasonNotFound, CooldownFixed, RetiredCooldown)
-			v.QuotaResetHint = RetiredCooldown
+		case hasAny(text, sig.Moved, words):
+			set(v, true, kindMovedEndpoint, ReasonNotFound, CooldownFixed, retiredCooldown)
+			v.QuotaResetHint = retiredCooldown
 			return
-		case near(text, sig.Suspended, sig.BillingNear, suspensionWindow):
-			set(v, true, KindBillingSuspension, ReasonQuotaExhausted, CooldownFixed, CreditsCooldown)
+		case near(text, sig.Suspended, words, sig.BillingNear, words, suspensionWindow):
+			set(v, true, kindBillingSuspension, ReasonQuotaExhausted, CooldownFixed, creditsCooldown)
 			v.CreditsExhausted = true
 			return
 		case status == 429 && cl.r.Model != "" && st.metric[cl.p]:
 			reason := ReasonRateLimit
-			if hasAny(text, sig.MetricPerDay) {
+			if hasAny(text, sig.MetricPerDay, substring) {
 				reason = ReasonQuotaExhausted
 			}
-			set(v, true, KindMetricQuota, reason, CooldownBackoff, 0)
+			set(v, true, kindMetricQuota, reason, CooldownBackoff, 0)
 			return
-		case useQuota && hasAny(text, sig.Credits) && (!cl.creditsExempt() || hasAny(text, sig.EmptyWallet)):
-			set(v, true, KindCredits, ReasonQuotaExhausted, CooldownFixed, CreditsCooldown)
+		case useQuota && hasAny(text, sig.Credits, words) && (!cl.creditsExempt() || hasAny(text, sig.EmptyWallet, words)):
+			set(v, true, kindCredits, ReasonQuotaExhausted, CooldownFixed, creditsCooldown)
 			v.CreditsExhausted = true
 			return
 		}
-		if useQuota && hasAny(text, sig.TokensPerDay) && hint.Source == HintHeader && hint.After > 0 {
-			set(v, true, KindDaily, ReasonQuotaExhausted, CooldownFixed, min(hint.After, st.set.MaxQuotaHint))
+		if useQuota && hasAny(text, sig.TokensPerDay, words) && hint.Source == hintHeader && hint.After > 0 {
+			set(v, true, kindDaily, ReasonQuotaExhausted, CooldownFixed, min(hint.After, st.set.MaxQuotaHint))
 			v.DailyQuota, v.QuotaResetHint = true, v.Cooldown
 			return
 		}
-		if useQuota && hasAny(text, sig.Daily) {
-			set(v, true, KindDaily, ReasonQuotaExhausted, CooldownFixed, untilMidnight(cl.now))
+		if useQuota && hasAny(text, sig.Daily, words) {
+			set(v, true, kindDaily, ReasonQuotaExhausted, CooldownFixed, untilMidnight(cl.now))
 			v.DailyQuota, v.QuotaResetHint = true, v.Cooldown
 			return
 		}
-		if hasAny(text, sig.Weekly) {
-			d := WeeklyCooldown
+		if hasAny(text, sig.Weekly, words) {
+			d := weeklyCooldown
 			if rd, ok := resetCountdown(text); ok {
 				d = min(rd, st.set.MaxQuotaHint)
 			}
-			set(v, true, KindWeekly, ReasonQuotaExhausted, CooldownFixed, d)
+			set(v, true, kindWeekly, ReasonQuotaExhausted, CooldownFixed, d)
 			v.QuotaResetHint = d
 			return
 		}
-		if hasAny(text, sig.Session) {
-			set(v, true, KindSession, ReasonQuotaExhausted, CooldownFixed, SessionCooldown)
-			v.QuotaResetHint = SessionCooldown
+		if hasAny(text, sig.Session, words) {
+			set(v, true, kindSession, ReasonQuotaExhausted, CooldownFixed, sessionCooldown)
+			v.QuotaResetHint = sessionCooldown
 			return
 		}
-		if useQuota && (hasAny(text, sig.Subscription) || hasAny(text, st.subBy[cl.p])) {
+		if useQuota && (hasAny(text, sig.Subscription, words) || hasAny(text, st.subBy[cl.p], words)) {
 			cl.subscription(v)
 			return
 		}
-		if hint.After > 0 && useQuota && hasAny(text, sig.QuotaText) {
-			set(v, true, KindQuotaHint, ReasonQuotaExhausted, CooldownBackoff, 0)
+		if hint.After > 0 && useQuota && hasAny(text, sig.QuotaText, substring) {
+			set(v, true, kindQuotaHint, ReasonQuotaExhausted, CooldownBackoff, 0)
 			v.QuotaResetHint = hint.After
 			return
 		}
-		if status == 403 && hasAny(text, sig.RouteRefusal) {
-			set(v, false, KindRouteRefusal, ReasonUnknown, CooldownNone, 0)
+		if status == 403 && hasAny(text, sig.RouteRefusal, words) {
+			set(v, false, kindRouteRefusal, ReasonUnknown, CooldownNone, 0)
 			return
 		}
 	}
 	if status == 403 && cl.scoped() {
 		if m, ok := cl.rule(status); ok {
 			if m.Cooldown > 0 {
-				set(v, true, KindProviderRule, m.Reason, CooldownFixed, m.Cooldown)
+				set(v, true, kindProviderRule, m.Reason, CooldownFixed, m.Cooldown)
 			} else {
-				set(v, true, KindProviderRule, m.Reason, CooldownBackoff, 0)
+				set(v, true, kindProviderRule, m.Reason, CooldownBackoff, 0)
 			}
 			cl.applyRule(v, m)
 			return
 		}
 	}
-	if status == 403 && auth == AuthAPIKey && !hasAny(text, sig.ForbiddenExempt) {
-		set(v, true, KindForbidden, ReasonAuthError, CooldownBackoff, 0)
+	if status == 403 && auth == routeguard.APIKey && !hasAny(text, sig.ForbiddenExempt, substring) {
+		set(v, true, kindForbidden, ReasonAuthError, CooldownBackoff, 0)
 		v.HintOverrides = false
 		return
 	}
@@ -283,7 +314,7 @@ func (cl *classification) classify(v *Verdict) {
 	// provider rule on its own.
 	if status != 429 || useQuota {
 		for _, tr := range st.t.TextRules {
-			if hasAny(text, tr.Phrases) {
+			if hasAny(text, tr.Phrases, substring) {
 				set(v, true, tr.Kind, tr.Reason, tr.Mode, tr.Cooldown)
 				cl.override(v, status, tr.Mode == CooldownBackoff)
 				return
@@ -291,7 +322,7 @@ func (cl *classification) classify(v *Verdict) {
 		}
 	}
 	if sr, ok := st.status[status]; ok {
-		set(v, true, KindStatusRule, sr.Reason, sr.Mode, sr.Cooldown)
+		set(v, true, kindStatusRule, sr.Reason, sr.Mode, sr.Cooldown)
 		if status == 402 {
 			v.CreditsExhausted = true
 		}
@@ -300,9 +331,9 @@ func (cl *classification) classify(v *Verdict) {
 	}
 	if m, ok := cl.rule(status); ok {
 		if m.Cooldown > 0 {
-			set(v, true, KindProviderRule, m.Reason, CooldownFixed, m.Cooldown)
+			set(v, true, kindProviderRule, m.Reason, CooldownFixed, m.Cooldown)
 		} else {
-			set(v, true, KindProviderRule, m.Reason, CooldownBackoff, 0)
+			set(v, true, kindProviderRule, m.Reason, CooldownBackoff, 0)
 		}
 		cl.applyRule(v, m)
 		return
@@ -314,31 +345,31 @@ func (cl *classification) classify(v *Verdict) {
 		cl.subscription(v)
 		return
 	case status >= 500 && status != 501:
-		set(v, true, KindStatusRule, ReasonServerError, CooldownBackoff, 0)
+		set(v, true, kindStatusRule, ReasonServerError, CooldownBackoff, 0)
 		return
 	}
 
 	// 5. Bad requests.
 	if status == 400 {
 		switch {
-		case hasAny(text, sig.BadRequest) && !hasAny(text, sig.Credential):
-			set(v, true, KindBadRequest, ReasonModelCapacity, CooldownNone, 0)
-		case hasAny(text, sig.HighFrequency):
-			set(v, true, KindHighFrequency, ReasonRateLimit, CooldownBackoff, 0)
+		case hasAny(text, sig.BadRequest, substring) && !hasAny(text, sig.Credential, substring):
+			set(v, true, kindBadRequest, ReasonModelCapacity, CooldownNone, 0)
+		case hasAny(text, sig.HighFrequency, substring):
+			set(v, true, kindHighFrequency, ReasonRateLimit, CooldownBackoff, 0)
 		default:
-			set(v, false, KindBadRequest, ReasonUnknown, CooldownNone, 0)
+			set(v, false, kindBadRequest, ReasonUnknown, CooldownNone, 0)
 		}
 		return
 	}
 
 	// 6. Anything else.
-	set(v, true, KindOther, ReasonUnknown, CooldownBase, 0)
+	set(v, true, kindOther, ReasonUnknown, CooldownBase, 0)
 }
 
 // subscription sets the subscription-limit verdict: one hour, or the hint
 // where the profile honours hints.
 func (cl *classification) subscription(v *Verdict) {
-	set(v, true, KindSubscription, ReasonQuotaExhausted, CooldownFixed, SubscriptionCooldown)
+	set(v, true, kindSubscription, ReasonQuotaExhausted, CooldownFixed, subscriptionCooldown)
 	v.HintOverrides = true
 	v.QuotaResetHint = v.Hint.After
 }
@@ -360,17 +391,23 @@ func (cl *classification) override(v *Verdict, status int, backoff bool) {
 	cl.applyRule(v, m)
 }
 
-// ClassifyEvent is ClassifyEventAt at time.Now().
-func (c *Classifier) ClassifyEvent(r Response, event []byte) (Verdict, bool) {
-	return c.ClassifyEventAt(r, event, time.Now())
-}
-
-// ClassifyEventAt classifies an error event found inside a 200 SSE stream.
-// The event is parsed with [ParseStreamError]; r supplies the provider,
-// model, auth class and headers, while its Status and Body are replaced by
-// the event's. The result is false when the event carries no error.
+// ClassifyEventAt classifies an error event found inside a 200 SSE stream
+// at time now. The event is the lines of one event ("event: error",
+// "data: {...}") or a bare JSON payload; only its first 64 KiB are read. It
+// is an error when its payload has an "error" member or "type": "error",
+// when the event is named "error", or when it is a Responses API
+// "response.failed" event (by type or by name, read from its
+// response.error member). Its status is the error's numeric status or code
+// when that lies in 400..599, else the one its type or code names
+// (rate_limit_error → 429, overloaded_error → 503, authentication_error →
+// 401, …), else 500.
+//
+// r supplies the provider, model, credential class and headers; its
+// Status and Body are replaced by the event's status and error payload,
+// which are then restated and classified as by [Classifier.ClassifyAt].
+// The result is false when the event carries no error.
 func (c *Classifier) ClassifyEventAt(r Response, event []byte, now time.Time) (Verdict, bool) {
-	status, payload, ok := ParseStreamError(event)
+	status, payload, ok := parseStreamError(event)
 	if !ok {
 		return Verdict{}, false
 	}
@@ -378,32 +415,19 @@ func (c *Classifier) ClassifyEventAt(r Response, event []byte, now time.Time) (V
 	return c.ClassifyAt(r, now), true
 }
 
-// Package-level shorthands using Default.
+// Package-level functions: a Classifier with the built-in tables and the
+// default Config. To change a table or a setting, build your own with
+// [New] or use a zero [Classifier].
 
-// Classify classifies r with [Default] at time.Now().
-func Classify(r Response) Verdict { return Default.Classify(r) }
+// Classify is shorthand for ClassifyAt(r, time.Now()).
+func Classify(r Response) Verdict { return std.ClassifyAt(r, time.Now()) }
 
-// ClassifyAt classifies r with [Default] at time now.
-func ClassifyAt(r Response, now time.Time) Verdict { return Default.ClassifyAt(r, now) }
+// ClassifyAt classifies r at time now with the built-in tables and the
+// default Config; see [Classifier.ClassifyAt].
+func ClassifyAt(r Response, now time.Time) Verdict { return std.ClassifyAt(r, now) }
 
-// ClassifyEvent classifies an SSE error event with [Default] at time.Now().
-func ClassifyEvent(r Response, event []byte) (Verdict, bool) { return Default.ClassifyEvent(r, event) }
-
-// ClassifyEventAt classifies an SSE error event with [Default].
+// ClassifyEventAt classifies an SSE error event at time now with the
+// built-in tables and the default Config; see [Classifier.ClassifyEventAt].
 func ClassifyEventAt(r Response, event []byte, now time.Time) (Verdict, bool) {
-	return Default.ClassifyEventAt(r, event, now)
-}
-
-// Restate applies the restatement rules of [Default].
-func Restate(provider string, status int, message string, body []byte, upstream time.Duration) Restatement {
-	return Default.Restate(provider, status, message, body, upstream)
-}
-
-// HintAt parses a retry hint with [Default]. (Use Default.Hint for the
-// time.Now() shorthand.)
-func HintAt(h http.Header, body []byte, now time.Time) Hint { return Default.HintAt(h, body, now) }
-
-// EmergencyFallback asks [Default] whether to use the emergency target.
-func EmergencyFallback(status int, body []byte, hasTools bool) (EmergencyTarget, bool) {
-	return Default.EmergencyFallback(status, body, hasTools)
+	return std.ClassifyEventAt(r, event, now)
 }

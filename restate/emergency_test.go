@@ -2,6 +2,7 @@ package restate
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -46,10 +47,17 @@ func TestEmergencyFromEnv(t *testing.T) {
 		bad      bool
 	}{
 		{"unset", nil, false, false},
-		{"zero", map[string]string{EnvEmergencyFallback: "0"}, true, false},
-		{"false", map[string]string{EnvEmergencyFallback: " FALSE "}, true, false},
-		{"true", map[string]string{EnvEmergencyFallback: "true"}, false, false},
-		{"garbage keeps default", map[string]string{EnvEmergencyFallback: "maybe"}, false, true},
+		{"zero", map[string]string{envEmergencyFallback: "0"}, true, false},
+		{"false", map[string]string{envEmergencyFallback: " FALSE "}, true, false},
+		{"true", map[string]string{envEmergencyFallback: "true"}, false, false},
+		{"off", map[string]string{envEmergencyFallback: "Off"}, true, false},
+		{"no", map[string]string{envEmergencyFallback: "no"}, true, false},
+		{"on", map[string]string{envEmergencyFallback: "ON"}, false, false},
+		{"yes", map[string]string{envEmergencyFallback: "yes"}, false, false},
+		{"1", map[string]string{envEmergencyFallback: "1"}, false, false},
+		{"blank is unset", map[string]string{envEmergencyFallback: "  "}, false, false},
+		{"garbage keeps default", map[string]string{envEmergencyFallback: "maybe"}, false, true},
+		{"disabled is not a switch word", map[string]string{envEmergencyFallback: "disabled"}, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,19 +65,22 @@ func TestEmergencyFromEnv(t *testing.T) {
 			if s.EmergencyDisabled != tt.disabled || (err != nil) != tt.bad {
 				t.Fatalf("FromEnv = %+v, %v", s, err)
 			}
-			var se *SettingError
-			if tt.bad && (!errors.Is(err, ErrInvalidSetting) || !errors.As(err, &se) || se.Name != EnvEmergencyFallback) {
-				t.Errorf("error %v does not match ErrInvalidSetting", err)
+			var e *Error
+			if tt.bad && (!errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrInvalidRule) || !errors.As(err, &e) ||
+				e.Field != "OMNIROUTE_EMERGENCY_FALLBACK" || e.Code != "invalid_config" ||
+				e.Status != 400 || e.Rule != "" || !strings.Contains(e.Error(), "restate: invalid_config: OMNIROUTE_EMERGENCY_FALLBACK: ")) {
+				t.Errorf("error %v (%+v) is not an invalid_config *Error for the variable", err, e)
 			}
-			if s != s.Normalize() {
-				t.Error("FromEnv result is not normalised")
+			// Only the variables that are set are filled in.
+			if s != (Config{EmergencyDisabled: tt.disabled}) {
+				t.Errorf("FromEnv = %+v, want only EmergencyDisabled set", s)
 			}
 		})
 	}
-	if s, err := FromEnv(nil); err != nil || s != (Settings{}).Normalize() {
+	if s, err := FromEnv(nil); err != nil || s != (Config{}) {
 		t.Errorf("FromEnv(nil) = %+v, %v", s, err)
 	}
-	c := New(Settings{EmergencyDisabled: true})
+	c := New(Config{EmergencyDisabled: true})
 	if _, ok := c.EmergencyFallback(402, nil, false); ok {
 		t.Error("disabled emergency fallback triggered")
 	}

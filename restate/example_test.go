@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/routeguard/routeguard"
 	"github.com/routeguard/routeguard/restate"
 )
 
@@ -26,17 +27,17 @@ func ExampleClassifier_ClassifyAt() {
 
 // An upstream hint travels with its source and is capped.
 func ExampleClassifier_ClassifyAt_retryAfter() {
-	c := restate.New(restate.Settings{})
+	c := restate.New(restate.Config{MaxRateLimitHint: 10 * time.Minute})
 	v := c.ClassifyAt(restate.Response{
 		Provider: "openai",
-		Auth:     restate.AuthAPIKey,
+		Auth:     routeguard.APIKey,
 		Status:   429,
 		Header:   http.Header{"Retry-After": {"999999"}},
 		Body:     []byte("Rate limit reached"),
 	}, time.Now())
-	fmt.Println(v.Reason, v.Hint.After, v.Hint.Source, v.Hint.Cap, v.HintOverrides)
+	fmt.Println(v.Reason, v.Hint.After, v.Hint.Source, v.Hint.Quota, v.HintOverrides)
 	// Output:
-	// rate_limit_exceeded 1h0m0s header rate_limit true
+	// rate_limit_exceeded 10m0s header false true
 }
 
 // Operator rules are replaced at run time; invalid sets are refused.
@@ -54,13 +55,13 @@ func ExampleClassifier_SetOperatorRules() {
 	// Output:
 	// <nil>
 	// operator:acme:0 quota_exhausted connection 10m0s
-	// restate: rule operator:acme:0 of provider "acme": empty match
+	// restate: invalid_rule: OperatorRules["acme"][0] (operator:acme:0): empty match
 }
 
 // Error events inside a 200 SSE stream are classified like HTTP errors.
 func ExampleClassifyEventAt() {
 	event := []byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}\n\n")
-	v, ok := restate.ClassifyEventAt(restate.Response{Provider: "anthropic", Auth: restate.AuthAPIKey}, event, time.Now())
+	v, ok := restate.ClassifyEventAt(restate.Response{Provider: "anthropic", Auth: routeguard.APIKey}, event, time.Now())
 	fmt.Println(ok, v.Status, v.Reason)
 	// Output:
 	// true 429 rate_limit_exceeded

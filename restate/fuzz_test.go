@@ -6,19 +6,40 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
-func checkHint(t *testing.T, h Hint, s Settings) {
+func checkHint(t *testing.T, h Hint, s Config) {
 	t.Helper()
 	limit := s.MaxRateLimitHint
-	if h.Cap == CapQuota {
+	if h.Quota {
 		limit = s.MaxQuotaHint
 	}
 	if h.After < 0 || h.After > limit {
 		t.Fatalf("hint %+v outside [0, %v]", h, limit)
 	}
-	if (h.After == 0) != (h.Source == HintNone) || (h.After == 0) != (h.Cap == CapNone) {
-		t.Fatalf("hint %+v: source and cap must be set exactly when a wait is", h)
+	if (h.After == 0) != (h.Source == hintNone) || h.After == 0 && h.Quota {
+		t.Fatalf("hint %+v: source and cap must be set only when a wait is", h)
+	}
+}
+
+// checkFlags checks the consumer flags of a verdict against the fields
+// they summarise.
+func checkFlags(t *testing.T, v Verdict) {
+	t.Helper()
+	if v.Terminal != (v.Permanent || v.CreditsExhausted || v.Expired || v.RequestRejected) ||
+		v.Expired != (v.Status == 401) || v.RequestRejected != (v.Kind == kindRequestRejected) ||
+		v.RequestScoped != (v.Kind == kindBadRequest) ||
+		v.TokenLimit && v.Status != 429 || v.EmptyAnswer && v.Status != 502 {
+		t.Fatalf("flags disagree with the verdict: %+v", v)
+	}
+	if v.Status == 404 || v.Status == 410 || v.Reason == ReasonNotFound || v.Scope == ScopeModel || v.Scope == ScopeExact {
+		if !v.ModelScoped {
+			t.Fatalf("not ModelScoped: %+v", v)
+		}
+	} else if v.ModelScoped {
+		t.Fatalf("ModelScoped: %+v", v)
 	}
 }
 
@@ -31,13 +52,14 @@ func FuzzClassify(f *testing.F) {
 	f.Add("gemini", "apikey", 404, "", "", []byte("model is no longer available; reset at 2026-03-11 00:00:00"))
 	f.Add("", "", 0, "", "", []byte(nil))
 	f.Fuzz(func(t *testing.T, provider, auth string, status int, hk, hv string, body []byte) {
-		c := Default
-		s := c.Settings()
-		r := Response{Provider: provider, Model: "m", Auth: AuthClass(auth), Status: status, Body: body,
+		c := std
+		s := c.Config()
+		class, _ := routeguard.ParseClass(auth)
+		r := Response{Provider: provider, Model: "m", Auth: class, Status: status, Body: body,
 			Header: http.Header{http.CanonicalHeaderKey(hk): {hv}}}
 		v := c.ClassifyAt(r, t0)
 		checkHint(t, v.Hint, s)
-		if v.Cooldown < 0 || v.Cooldown > BanCooldown || v.QuotaResetHint < 0 || v.QuotaResetHint > s.MaxQuotaHint {
+		if v.Cooldown < 0 || v.Cooldown > banCooldown || v.QuotaResetHint < 0 || v.QuotaResetHint > s.MaxQuotaHint {
 			t.Fatalf("durations out of range: %+v", v)
 		}
 		if v.FromStatus != status {
@@ -72,9 +94,10 @@ func FuzzClassify(f *testing.F) {
 		if !validMode(v.Mode) {
 			t.Fatalf("mode %q", v.Mode)
 		}
-		if v.Status >= 400 && v.Reason == ReasonNone {
+		if v.Status >= 400 && v.Reason == "" {
 			t.Fatalf("failure without reason: %+v", v)
 		}
+		checkFlags(t, v)
 		_, _ = c.EmergencyFallback(status, body, false)
 	})
 }
@@ -84,17 +107,17 @@ func FuzzRestate(f *testing.F) {
 	f.Add("AgentRouter", 400, "", []byte("额度不足 无权访问"), int64(5e9))
 	f.Add("openai", 429, "x", []byte(nil), int64(-1))
 	f.Fuzz(func(t *testing.T, provider string, status int, msg string, body []byte, upstream int64) {
-		r := Restate(provider, status, msg, body, time.Duration(upstream))
+		r := std.restate(provider, status, msg, body, time.Duration(upstream))
 		if r.FromStatus != status {
 			t.Fatalf("FromStatus %d, want %d", r.FromStatus, status)
 		}
 		if r.RetryAfter < 0 {
 			t.Fatalf("negative retry %v", r.RetryAfter)
 		}
-		if !r.Restated() && r.Status != status {
+		if r.RuleID == "" && r.Status != status {
 			t.Fatalf("passthrough changed status: %+v", r)
 		}
-		if r.Restated() && status != 400 && status != 403 {
+		if r.RuleID != "" && status != 400 && status != 403 {
 			t.Fatalf("status %d restated: %+v", status, r)
 		}
 	})
@@ -112,7 +135,7 @@ func FuzzHintHeaders(f *testing.F) {
 			"X-Ratelimit-Remaining-Tokens":       {remaining},
 			"Anthropic-Ratelimit-Requests-Reset": {anth}, "Anthropic-Ratelimit-Requests-Remaining": {remaining},
 		}
-		checkHint(t, HintAt(h, nil, t0), Default.Settings())
+		checkHint(t, std.HintAt(h, nil, t0), std.Config())
 		for _, v := range []string{ra, reset, resetReq, anth} {
 			if d, ok := parseRetryAfter(v, t0); ok && d <= 0 {
 				t.Fatalf("parseRetryAfter(%q) = %v", v, d)
@@ -131,9 +154,13 @@ func FuzzHintBody(f *testing.F) {
 	f.Add([]byte("Please retry in 26.5s. Your quota resets in 3 days, 4 hours and 2 minutes"))
 	f.Add([]byte("try again at 2026-03-10t13:00:00z; reset at 03-11 00:00:00 UTC; wait until 2026-03-11 00:00:00"))
 	f.Add([]byte("retry after 99999999999999999999999 days; resets after 1h2m3s"))
+	f.Add([]byte("Monthly usage limit reached. Resets in 2 weeks; resets in 1.5h; resets in 3d"))
+	f.Add([]byte("presets in 3 days, resets in 0 days, reset  in\t2\nseconds"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		checkHint(t, HintAt(nil, body, t0), Default.Settings())
-		if d, ok := resetCountdown(lower(string(body))); ok && (d <= 0 || d > maxSpan) {
+		checkHint(t, std.HintAt(nil, body, t0), std.Config())
+		text := lower(string(body))
+		if d, ok := resetCountdown(text); ok && (d <= 0 || d > maxSpan || d != maxSpan && d%time.Second != 0 ||
+			!strings.Contains(text, "reset") || !strings.Contains(text, "in")) {
 			t.Fatalf("resetCountdown = %v", d)
 		}
 		if d, n, ok := parseSpan(lower(string(body)), true); ok && (d <= 0 || d > maxSpan || n > len(body)) {
@@ -150,7 +177,7 @@ func FuzzParseStreamError(f *testing.F) {
 	f.Add([]byte("data: [DONE]\n"))
 	f.Add([]byte("event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"error\":{\"code\":\"rate_limit_exceeded\"}}}\n\n"))
 	f.Fuzz(func(t *testing.T, event []byte) {
-		status, payload, ok := ParseStreamError(event)
+		status, payload, ok := parseStreamError(event)
 		if ok != (status != 0) {
 			t.Fatalf("ok %v with status %d", ok, status)
 		}
@@ -169,12 +196,12 @@ func FuzzParseStreamError(f *testing.F) {
 	})
 }
 
-func FuzzSettingsNormalize(f *testing.F) {
+func FuzzConfigNormalize(f *testing.F) {
 	f.Add(int64(0), int64(0), 0, 0)
 	f.Add(int64(-1), int64(1), -5, 1<<40)
 	f.Add(int64(time.Hour), int64(30*24*time.Hour), 65536, 4096)
 	f.Fuzz(func(t *testing.T, rl, q int64, scan, tokens int) {
-		s := Settings{MaxRateLimitHint: time.Duration(rl), MaxQuotaHint: time.Duration(q), MaxScan: scan, EmergencyMaxTokens: tokens}.Normalize()
+		s := Config{MaxRateLimitHint: time.Duration(rl), MaxQuotaHint: time.Duration(q), MaxScan: scan, EmergencyMaxTokens: tokens}.Normalize()
 		if s.MaxRateLimitHint < minRateLimitHint || s.MaxRateLimitHint > maxRateLimitHint ||
 			s.MaxQuotaHint < minQuotaHint || s.MaxQuotaHint > maxQuotaHint ||
 			s.MaxScan < minScan || s.MaxScan > maxScan || s.EmergencyMaxTokens < 1 || s.EmergencyMaxTokens > maxEmergencyTokens ||
@@ -183,6 +210,10 @@ func FuzzSettingsNormalize(f *testing.F) {
 		}
 		if s.Normalize() != s {
 			t.Fatalf("Normalize not idempotent: %+v", s)
+		}
+		if in := (Config{MaxRateLimitHint: time.Duration(rl), MaxQuotaHint: time.Duration(q), MaxScan: scan, EmergencyMaxTokens: tokens}); in.Normalize() != s ||
+			in.MaxRateLimitHint != time.Duration(rl) || in.MaxScan != scan {
+			t.Fatalf("Normalize changed its receiver or is not deterministic: %+v", in)
 		}
 	})
 }
@@ -205,14 +236,14 @@ func FuzzOperatorRules(f *testing.F) {
 			t.Fatalf("negative cooldown: %+v", v)
 		}
 		// An accepted rule matches a body that is its own Match text.
-		if len(match) <= DefaultMaxScan {
-			want := RuleMatch{ID: operatorID(lower(strings.TrimSpace(provider)), 0), Reason: ReasonQuotaExhausted,
+		if len(match) <= defaultMaxScan {
+			want := ruleMatch{ID: operatorID(lower(strings.TrimSpace(provider)), 0), Reason: ReasonQuotaExhausted,
 				Scope: Scope(scope), Cooldown: time.Duration(cooldown)}
-			if m, ok := c.MatchRuleAt(provider, status, nil, []byte(match), t0); !ok || m != want {
-				t.Fatalf("MatchRuleAt = %+v, %v; want %+v", m, ok, want)
+			if m, ok := c.matchRuleAt(provider, status, nil, []byte(match), t0); !ok || m != want {
+				t.Fatalf("matchRuleAt = %+v, %v; want %+v", m, ok, want)
 			}
-			if !c.HonorsScope(provider) {
-				t.Fatalf("HonorsScope(%q) = false with an operator rule", provider)
+			if !c.honorsScope(provider) {
+				t.Fatalf("honorsScope(%q) = false with an operator rule", provider)
 			}
 		}
 	})

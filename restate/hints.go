@@ -13,35 +13,34 @@ import (
 // arithmetic never overflows.
 const maxSpan = time.Duration(1e9) * time.Second
 
-// HintAt parses the upstream retry hint of a response: headers first, then
-// the JSON body, then the text of the body. The result is capped by
-// Settings.MaxRateLimitHint or Settings.MaxQuotaHint as its Cap says; a zero
-// Hint means none was found.
+// HintAt parses the upstream retry hint of a response at time now: headers
+// first, then the JSON body, then the text of the body. Absolute times are
+// read relative to now. The result is capped by Config.MaxQuotaHint when it
+// is a quota-reset hint (Hint.Quota), else by Config.MaxRateLimitHint; a
+// zero Hint means none was found. ClassifyAt reads the same hint into
+// Verdict.Hint.
 func (c *Classifier) HintAt(h http.Header, body []byte, now time.Time) Hint {
 	st := c.load()
 	raw := st.bound(body)
 	return st.hint(h, raw, lower(raw), now)
 }
 
-// Hint is HintAt at time.Now().
-func (c *Classifier) Hint(h http.Header, body []byte) Hint { return c.HintAt(h, body, time.Now()) }
-
 func (st *state) hint(h http.Header, raw, text string, now time.Time) Hint {
 	if d, ok := headerHint(h, now); ok {
-		return st.capped(Hint{After: d, Source: HintHeader, Cap: CapRateLimit})
+		return st.capped(Hint{After: d, Source: hintHeader})
 	}
 	if d, src, ok := jsonHint(raw, now); ok {
-		return st.capped(Hint{After: d, Source: src, Cap: CapRateLimit})
+		return st.capped(Hint{After: d, Source: src})
 	}
 	if d, cp, ok := textHint(text, now); ok {
-		return st.capped(Hint{After: d, Source: HintText, Cap: cp})
+		return st.capped(Hint{After: d, Source: hintText, Quota: cp == capQuota})
 	}
 	return Hint{}
 }
 
 func (st *state) capped(h Hint) Hint {
 	limit := st.set.MaxRateLimitHint
-	if h.Cap == CapQuota {
+	if h.Quota {
 		limit = st.set.MaxQuotaHint
 	}
 	h.After = min(h.After, limit)
@@ -202,22 +201,22 @@ func fromSeconds(f float64) (time.Duration, bool) {
 func jsonHint(raw string, now time.Time) (time.Duration, HintSource, bool) {
 	s := strings.TrimSpace(raw)
 	if s == "" || (s[0] != '{' && s[0] != '[') {
-		return 0, HintNone, false
+		return 0, hintNone, false
 	}
 	var v any
 	if json.Unmarshal([]byte(s), &v) != nil {
-		return 0, HintNone, false
+		return 0, hintNone, false
 	}
 	objs := errorObjects(v)
 	for _, o := range objs {
 		if d, ok := retryInfo(o); ok {
-			return d, HintRetryInfo, true
+			return d, hintRetryInfo, true
 		}
 	}
 	for _, o := range objs {
 		for _, k := range [...]string{"retryAfter", "retry_after"} {
 			if d, ok := secondsOrTime(o[k], now); ok {
-				return d, HintBody, true
+				return d, hintBody, true
 			}
 		}
 	}
@@ -225,12 +224,12 @@ func jsonHint(raw string, now time.Time) (time.Duration, HintSource, bool) {
 		for _, k := range [...]string{"retry_after_ms", "retryAfterMs"} {
 			if f, ok := number(o[k]); ok {
 				if d, ok := fromSeconds(f / 1000); ok {
-					return d, HintBody, true
+					return d, hintBody, true
 				}
 			}
 		}
 	}
-	return 0, HintNone, false
+	return 0, hintNone, false
 }
 
 // errorObjects returns the JSON objects that may carry an error: the value
@@ -308,27 +307,27 @@ type textPhrase struct {
 	phrase   string
 	rel      bool    // a relative duration may follow
 	unitless bool    // a bare number means seconds
-	relCap   HintCap // cap of a relative duration
+	relCap   hintCap // cap of a relative duration
 	abs      bool    // an absolute time may follow (quota cap)
 }
 
 var textPhrases = [...]textPhrase{
-	{phrase: "retry in", rel: true, unitless: true, relCap: CapRateLimit},
-	{phrase: "try again in", rel: true, unitless: true, relCap: CapRateLimit},
-	{phrase: "retry after", rel: true, unitless: true, relCap: CapRateLimit, abs: true},
+	{phrase: "retry in", rel: true, unitless: true, relCap: capRateLimit},
+	{phrase: "try again in", rel: true, unitless: true, relCap: capRateLimit},
+	{phrase: "retry after", rel: true, unitless: true, relCap: capRateLimit, abs: true},
 	{phrase: "try again at", abs: true},
 	{phrase: "wait until", abs: true},
 	{phrase: "available at", abs: true},
 	{phrase: "resets at", abs: true},
 	{phrase: "reset at", abs: true},
-	{phrase: "resets after", rel: true, relCap: CapQuota},
-	{phrase: "reset after", rel: true, relCap: CapQuota},
-	{phrase: "resets in", rel: true, relCap: CapQuota},
-	{phrase: "reset in", rel: true, relCap: CapQuota},
+	{phrase: "resets after", rel: true, relCap: capQuota},
+	{phrase: "reset after", rel: true, relCap: capQuota},
+	{phrase: "resets in", rel: true, relCap: capQuota},
+	{phrase: "reset in", rel: true, relCap: capQuota},
 }
 
 // textHint reads a hint from lower-cased text.
-func textHint(text string, now time.Time) (time.Duration, HintCap, bool) {
+func textHint(text string, now time.Time) (time.Duration, hintCap, bool) {
 	for _, p := range textPhrases {
 		from := 0
 		for from < len(text) {
@@ -341,7 +340,7 @@ func textHint(text string, now time.Time) (time.Duration, HintCap, bool) {
 			if p.abs {
 				if t, ok := parseAbsolute(after, now); ok {
 					if d, ok := positive(t.Sub(now)); ok {
-						return d, CapQuota, true
+						return d, capQuota, true
 					}
 					continue
 				}
@@ -355,28 +354,95 @@ func textHint(text string, now time.Time) (time.Duration, HintCap, bool) {
 			}
 		}
 	}
-	return 0, CapNone, false
+	return 0, capNone, false
 }
 
-// resetCountdown reads "resets in N unit" / "reset in N unit" from
-// lower-cased text.
+// resetCountdown reads a reset countdown from lower-cased text: "resets in
+// N unit" or "reset in N unit", where "reset" starts a word, N is an
+// integer > 0 and unit is day(s), hour(s), minute(s) or second(s) as a
+// whole word, separated by white space. The first occurrence that has this
+// form counts. Any other form gives no value: "resets in 2 weeks", "resets
+// in 1.5h", "resets in 3d" and "resets in 0 days" are refused. The result
+// is at most maxSpan; callers apply their cap.
+//
+// It is stricter than the general duration reader of retry hints
+// (parseSpan), on purpose: its value becomes a fixed cooldown of many days.
 func resetCountdown(text string) (time.Duration, bool) {
-	for _, p := range [...]string{"resets in", "reset in"} {
-		from := 0
-		for from < len(text) {
-			i := strings.Index(text[from:], p)
-			if i < 0 {
-				break
-			}
-			from += i + len(p)
-			if d, _, ok := parseSpan(text[from:], false); ok {
-				if d, ok := positive(d); ok {
-					return d, true
-				}
-			}
+	for from := 0; from < len(text); {
+		i := find(text, "reset", from, len(text), substring)
+		if i < 0 {
+			return 0, false
+		}
+		from = i + len("reset")
+		if i > 0 && isWordRune(lastRune(text[:i])) { // "preset" does not count
+			continue
+		}
+		if d, ok := countdownAt(text, from); ok {
+			return d, true
 		}
 	}
 	return 0, false
+}
+
+// countdownUnits are the units of resetCountdown.
+var countdownUnits = [...]struct {
+	name string
+	unit time.Duration
+}{
+	{"days", 24 * time.Hour}, {"day", 24 * time.Hour},
+	{"hours", time.Hour}, {"hour", time.Hour},
+	{"minutes", time.Minute}, {"minute", time.Minute},
+	{"seconds", time.Second}, {"second", time.Second},
+}
+
+// countdownAt reads `s? \s+ in \s+ N \s+ unit` at text[i:], just after a
+// "reset".
+func countdownAt(text string, i int) (time.Duration, bool) {
+	if i < len(text) && text[i] == 's' {
+		i++
+	}
+	j := skipWhite(text, i)
+	if j == i || !strings.HasPrefix(text[j:], "in") {
+		return 0, false
+	}
+	i = j + len("in")
+	j = skipWhite(text, i)
+	if j == i {
+		return 0, false
+	}
+	var n int64
+	k := j
+	for k < len(text) && text[k] >= '0' && text[k] <= '9' {
+		if n < 1e12 { // far beyond maxSpan in any unit; stop growing
+			n = n*10 + int64(text[k]-'0')
+		}
+		k++
+	}
+	if k == j || n <= 0 {
+		return 0, false
+	}
+	i = skipWhite(text, k)
+	if i == k {
+		return 0, false
+	}
+	for _, u := range countdownUnits {
+		end := i + len(u.name)
+		if strings.HasPrefix(text[i:], u.name) && bounded(text, i, end) {
+			if n >= int64(maxSpan/u.unit) {
+				return maxSpan, true
+			}
+			return time.Duration(n) * u.unit, true
+		}
+	}
+	return 0, false
+}
+
+// skipWhite skips ASCII white space from i.
+func skipWhite(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\f' || s[i] == '\v') {
+		i++
+	}
+	return i
 }
 
 var units = map[string]time.Duration{

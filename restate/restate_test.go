@@ -18,41 +18,38 @@ func TestRestateScenarios(t *testing.T) {
 		message  string
 		body     string
 		upstream time.Duration
-		want     Restatement
+		want     restatement
 	}{
 		{"1 quota misstatus 403", "agentrouter", 403, `{"error":{"message":"用户额度不足","type":"insufficient_user_quota"}}`, "", 0,
-			Restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
+			restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
 		{"2 model forbidden vetoed", "agentrouter", 403, "无权访问模型 claude-sonnet-4", "", 0,
-			Restatement{Status: 403, FromStatus: 403}},
+			restatement{Status: 403, FromStatus: 403}},
 		{"2b veto wins over marker", "agentrouter", 403, "额度不足 无权访问", "", 0,
-			Restatement{Status: 403, FromStatus: 403}},
+			restatement{Status: 403, FromStatus: 403}},
 		{"3 upstream retry kept", "agentrouter", 403, "用户额度不足", "", 5 * time.Second,
-			Restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 5 * time.Second}},
+			restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 5 * time.Second}},
 		{"3 zero upstream gives default", "agentrouter", 403, "用户额度不足", "", 0,
-			Restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
+			restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
 		{"4 400 with marker", "agentrouter", 400, "额度不足", "", 0,
-			Restatement{Status: 429, FromStatus: 400, RuleID: rule, RetryAfter: 60 * time.Second}},
+			restatement{Status: 429, FromStatus: 400, RuleID: rule, RetryAfter: 60 * time.Second}},
 		{"4 429 passthrough keeps upstream", "agentrouter", 429, "额度不足", "", 7 * time.Second,
-			Restatement{Status: 429, FromStatus: 429, RetryAfter: 7 * time.Second}},
+			restatement{Status: 429, FromStatus: 429, RetryAfter: 7 * time.Second}},
 		{"4 invalid key passthrough", "agentrouter", 403, "Invalid API key", "", 0,
-			Restatement{Status: 403, FromStatus: 403}},
+			restatement{Status: 403, FromStatus: 403}},
 		{"5 other provider", "openai", 403, "用户额度不足", "", 0,
-			Restatement{Status: 403, FromStatus: 403}},
+			restatement{Status: 403, FromStatus: 403}},
 		{"5 provider case-insensitive", "AgentRouter", 403, "用户额度不足", "", 0,
-			Restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
+			restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
 		{"marker in body only", "agentrouter", 403, "", `{"error":"额度不足"}`, 0,
-			Restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
-		{"blank haystack", "agentrouter", 403, "  ", "", 0, Restatement{Status: 403, FromStatus: 403}},
-		{"no provider", "", 403, "额度不足", "", 0, Restatement{Status: 403, FromStatus: 403}},
+			restatement{Status: 429, FromStatus: 403, RuleID: rule, RetryAfter: 60 * time.Second}},
+		{"blank haystack", "agentrouter", 403, "  ", "", 0, restatement{Status: 403, FromStatus: 403}},
+		{"no provider", "", 403, "额度不足", "", 0, restatement{Status: 403, FromStatus: 403}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := c.Restate(tt.provider, tt.status, tt.message, []byte(tt.body), tt.upstream)
+			got := c.restate(tt.provider, tt.status, tt.message, []byte(tt.body), tt.upstream)
 			if got != tt.want {
 				t.Errorf("Restate(%q, %d, %q) = %+v, want %+v", tt.provider, tt.status, tt.message, got, tt.want)
-			}
-			if got.Restated() != (tt.want.RuleID != "") {
-				t.Errorf("Restated() = %v", got.Restated())
 			}
 		})
 	}
@@ -66,12 +63,12 @@ func TestRestateMarkersCaseInsensitive(t *testing.T) {
 	if err := c.SetTables(tb); err != nil {
 		t.Fatal(err)
 	}
-	got := c.Restate("acme", 403, "", []byte("the QUOTA gone"), 0)
-	want := Restatement{Status: 429, FromStatus: 403, RuleID: "acme"}
+	got := c.restate("acme", 403, "", []byte("the QUOTA gone"), 0)
+	want := restatement{Status: 429, FromStatus: 403, RuleID: "acme"}
 	if got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	if got := c.Restate("acme", 403, "", []byte("quota gone? not yours"), 0); got.Restated() {
+	if got := c.restate("acme", 403, "", []byte("quota gone? not yours"), 0); got.RuleID != "" {
 		t.Errorf("veto ignored: %+v", got)
 	}
 }
@@ -84,47 +81,47 @@ func TestMatchRuleScenarios(t *testing.T) {
 		status   int
 		header   http.Header
 		body     string
-		want     RuleMatch
+		want     ruleMatch
 		ok       bool
 	}{
 		{"6 agentrouter quota", "agentrouter", 429, nil, `{"error":{"message":"用户额度不足"}}`,
-			RuleMatch{ID: "agentrouter-quota", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
+			ruleMatch{ID: "agentrouter-quota", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
 		{"6 agentrouter model forbidden", "agentrouter", 403, nil, "无权访问模型 x",
-			RuleMatch{ID: "agentrouter-model-forbidden", Reason: ReasonAuthError, Scope: ScopeModel, Cooldown: 6 * time.Hour}, true},
-		{"6 invalid key", "agentrouter", 403, nil, "Invalid API key", RuleMatch{}, false},
+			ruleMatch{ID: "agentrouter-model-forbidden", Reason: ReasonAuthError, Scope: ScopeModel, Cooldown: 6 * time.Hour}, true},
+		{"6 invalid key", "agentrouter", 403, nil, "Invalid API key", ruleMatch{}, false},
 		{"13 minimax zero pair", "minimax", 429, http.Header{"X-Model-Quota-Remaining": {"haiku=0,sonnet=42"}}, "",
-			RuleMatch{ID: "minimax-model-quota", Reason: ReasonQuotaExhausted, Scope: ScopeModel}, true},
+			ruleMatch{ID: "minimax-model-quota", Reason: ReasonQuotaExhausted, Scope: ScopeModel}, true},
 		{"13 minimax passthrough", "minimax-passthrough", 429, http.Header{"X-Model-Quota-Remaining": {"haiku=0"}}, "",
-			RuleMatch{ID: "minimax-model-quota", Reason: ReasonQuotaExhausted, Scope: ScopeModel}, true},
-		{"13 minimax nonzero", "minimax", 429, http.Header{"X-Model-Quota-Remaining": {"haiku=3"}}, "", RuleMatch{}, false},
+			ruleMatch{ID: "minimax-model-quota", Reason: ReasonQuotaExhausted, Scope: ScopeModel}, true},
+		{"13 minimax nonzero", "minimax", 429, http.Header{"X-Model-Quota-Remaining": {"haiku=3"}}, "", ruleMatch{}, false},
 		{"opencode endpoint unavailable 400", "opencode-zen", 400, nil, "The endpoint is unavailable",
-			RuleMatch{ID: "opencode-endpoint-unavailable", Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: 5 * time.Minute}, true},
+			ruleMatch{ID: "opencode-endpoint-unavailable", Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: 5 * time.Minute}, true},
 		{"opencode endpoint unavailable 429", "opencode-go", 429, nil, "endpoint is unavailable",
-			RuleMatch{ID: "opencode-endpoint-unavailable", Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: 5 * time.Minute}, true},
+			ruleMatch{ID: "opencode-endpoint-unavailable", Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: 5 * time.Minute}, true},
 		{"opencode monthly with reset", "opencode-cli", 429, nil, "Monthly usage limit reached. Resets in 3 days",
-			RuleMatch{ID: "opencode-monthly-limit", Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 72 * time.Hour}, true},
-		{"opencode monthly without reset", "opencode-cli", 429, nil, "Monthly usage limit reached", RuleMatch{}, false},
+			ruleMatch{ID: "opencode-monthly-limit", Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 72 * time.Hour}, true},
+		{"opencode monthly without reset", "opencode-cli", 429, nil, "Monthly usage limit reached", ruleMatch{}, false},
 		{"opencode remaining requests 0", "opencode-zen", 429, http.Header{"X-Ratelimit-Remaining-Requests": {"0"}}, "",
-			RuleMatch{ID: "opencode-remaining-zero", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
+			ruleMatch{ID: "opencode-remaining-zero", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
 		{"opencode remaining tokens 0", "opencode-zen", 429, http.Header{"X-Ratelimit-Remaining-Tokens": {"0"}}, "",
-			RuleMatch{ID: "opencode-remaining-zero", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
+			ruleMatch{ID: "opencode-remaining-zero", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
 		{"opencode org quota", "opencode-zen", 429, nil, `{"error":{"message":"organization_quota_exceeded"}}`,
-			RuleMatch{ID: "opencode-account-quota", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
+			ruleMatch{ID: "opencode-account-quota", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
 		{"opencode plan limit", "opencode-zen", 429, nil, "plan_limit_reached",
-			RuleMatch{ID: "opencode-account-quota", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
+			ruleMatch{ID: "opencode-account-quota", Reason: ReasonQuotaExhausted, Scope: ScopeConnection}, true},
 		{"opencode model unavailable", "opencode-go", 400, nil, "Upstream request failed: model is unavailable.",
-			RuleMatch{ID: "opencode-model-unavailable", Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: time.Hour}, true},
+			ruleMatch{ID: "opencode-model-unavailable", Reason: ReasonModelCapacity, Scope: ScopeModel, Cooldown: time.Hour}, true},
 		{"cloudflare daily", "cloudflare-ai", 429, nil, "you have used up your daily free allocation",
-			RuleMatch{ID: "cloudflare-daily-allocation", Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 12 * time.Hour, DailyQuota: true}, true},
+			ruleMatch{ID: "cloudflare-daily-allocation", Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 12 * time.Hour, DailyQuota: true}, true},
 		{"openrouter 402", "openrouter", 402, nil, "",
-			RuleMatch{ID: "openrouter-payment-required", Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 2 * time.Minute}, true},
-		{"openrouter 429", "openrouter", 429, nil, "", RuleMatch{}, false},
+			ruleMatch{ID: "openrouter-payment-required", Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 2 * time.Minute}, true},
+		{"openrouter 429", "openrouter", 429, nil, "", ruleMatch{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := c.MatchRuleAt(tt.provider, tt.status, tt.header, []byte(tt.body), t0)
+			got, ok := c.matchRuleAt(tt.provider, tt.status, tt.header, []byte(tt.body), t0)
 			if ok != tt.ok || got != tt.want {
-				t.Errorf("MatchRuleAt(%q, %d) = %+v, %v; want %+v, %v", tt.provider, tt.status, got, ok, tt.want, tt.ok)
+				t.Errorf("matchRuleAt(%q, %d) = %+v, %v; want %+v, %v", tt.provider, tt.status, got, ok, tt.want, tt.ok)
 			}
 		})
 	}
@@ -141,8 +138,8 @@ func TestRuleMatchBody(t *testing.T) {
 		{"agentrouter", "structured", "", "structured"},
 	}
 	for _, tt := range tests {
-		if got := c.RuleMatchBody(tt.provider, tt.structured, tt.text); got != tt.want {
-			t.Errorf("RuleMatchBody(%q, %q, %q) = %q, want %q", tt.provider, tt.structured, tt.text, got, tt.want)
+		if got := c.ruleMatchBody(tt.provider, tt.structured, tt.text); got != tt.want {
+			t.Errorf("ruleMatchBody(%q, %q, %q) = %q, want %q", tt.provider, tt.structured, tt.text, got, tt.want)
 		}
 	}
 }
@@ -151,8 +148,8 @@ func TestHonorsScope(t *testing.T) {
 	c := &Classifier{}
 	for p, want := range map[string]bool{"agentrouter": true, "AgentRouter": true, "opencode-zen": true,
 		"opencode-go": true, "opencode-cli": true, "opencode": false, "openrouter": false, "": false} {
-		if got := c.HonorsScope(p); got != want {
-			t.Errorf("HonorsScope(%q) = %v, want %v", p, got, want)
+		if got := c.honorsScope(p); got != want {
+			t.Errorf("honorsScope(%q) = %v, want %v", p, got, want)
 		}
 	}
 }

@@ -2,63 +2,110 @@ package restate
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
-func TestSettingsNormalize(t *testing.T) {
-	def := Settings{MaxRateLimitHint: time.Hour, MaxQuotaHint: 30 * 24 * time.Hour, MaxScan: 64 << 10,
+func TestConfigNormalize(t *testing.T) {
+	def := Config{MaxRateLimitHint: time.Hour, MaxQuotaHint: 30 * 24 * time.Hour, MaxScan: 64 << 10,
 		EmergencyProvider: "nvidia", EmergencyModel: "openai/gpt-oss-120b", EmergencyMaxTokens: 4096}
 	tests := []struct {
 		name string
-		in   Settings
-		want Settings
+		in   Config
+		want Config
 	}{
-		{"zero", Settings{}, def},
-		{"negative", Settings{MaxRateLimitHint: -1, MaxQuotaHint: -1, MaxScan: -1, EmergencyMaxTokens: -5}, def},
-		{"low", Settings{MaxRateLimitHint: time.Millisecond, MaxQuotaHint: time.Minute, MaxScan: 10, EmergencyMaxTokens: 1},
-			with2(def, func(s *Settings) {
+		{"zero", Config{}, def},
+		{"negative", Config{MaxRateLimitHint: -1, MaxQuotaHint: -1, MaxScan: -1, EmergencyMaxTokens: -5}, def},
+		{"low", Config{MaxRateLimitHint: time.Millisecond, MaxQuotaHint: time.Minute, MaxScan: 10, EmergencyMaxTokens: 1},
+			with2(def, func(s *Config) {
 				s.MaxRateLimitHint, s.MaxQuotaHint, s.MaxScan, s.EmergencyMaxTokens = time.Second, time.Hour, 1024, 1
 			})},
-		{"high", Settings{MaxRateLimitHint: 48 * time.Hour, MaxQuotaHint: 1000 * 24 * time.Hour, MaxScan: 1 << 30, EmergencyMaxTokens: 1 << 30},
-			with2(def, func(s *Settings) {
+		{"high", Config{MaxRateLimitHint: 48 * time.Hour, MaxQuotaHint: 1000 * 24 * time.Hour, MaxScan: 1 << 30, EmergencyMaxTokens: 1 << 30},
+			with2(def, func(s *Config) {
 				s.MaxRateLimitHint, s.MaxQuotaHint, s.MaxScan, s.EmergencyMaxTokens = 24*time.Hour, 366*24*time.Hour, 16<<20, 1<<20
 			})},
-		{"kept", Settings{MaxRateLimitHint: 5 * time.Minute, EmergencyProvider: "p", EmergencyModel: "m"},
-			with2(def, func(s *Settings) { s.MaxRateLimitHint, s.EmergencyProvider, s.EmergencyModel = 5*time.Minute, "p", "m" })},
+		{"kept", Config{MaxRateLimitHint: 5 * time.Minute, EmergencyProvider: "p", EmergencyModel: "m"},
+			with2(def, func(s *Config) { s.MaxRateLimitHint, s.EmergencyProvider, s.EmergencyModel = 5*time.Minute, "p", "m" })},
 	}
 	for _, tt := range tests {
 		if got := tt.in.Normalize(); got != tt.want {
 			t.Errorf("%s: Normalize() = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
-	if got := New(Settings{}).Settings(); got != def {
-		t.Errorf("New(Settings{}).Settings() = %+v", got)
+	if got := New(Config{}).Config(); got != def {
+		t.Errorf("New(Config{}).Config() = %+v", got)
+	}
+	if got := (&Classifier{}).Config(); got != def {
+		t.Errorf("zero Classifier Config() = %+v", got)
+	}
+	// New keeps the built-in tables next to its own configuration.
+	c := New(Config{MaxScan: 2048, EmergencyDisabled: true})
+	if got := c.Config(); got.MaxScan != 2048 || !got.EmergencyDisabled || got.MaxQuotaHint != def.MaxQuotaHint {
+		t.Errorf("New(...).Config() = %+v", got)
+	}
+	if v := c.ClassifyAt(Response{Provider: "agentrouter", Status: 403, Body: []byte("用户额度不足")}, t0); v.Status != 429 {
+		t.Errorf("New lost the built-in tables: %+v", v)
+	}
+	if std.Config() != def {
+		t.Error("New changed the package-level classifier")
 	}
 }
 
-func with2(s Settings, f func(*Settings)) Settings { f(&s); return s }
+// TestSetConfigKeepsTablesAndRules: SetConfig swaps the configuration
+// (normalised) and keeps the tables and operator rules in use.
+func TestSetConfigKeepsTablesAndRules(t *testing.T) {
+	c := &Classifier{}
+	if err := c.SetOperatorRules(map[string][]OperatorRule{"acme": {{Status: 503, Match: "down", Scope: ScopeModel}}}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetConfig(Config{EmergencyDisabled: true, MaxScan: 1})
+	if got := c.Config(); !got.EmergencyDisabled || got.MaxScan != 1024 || got.EmergencyModel != "openai/gpt-oss-120b" {
+		t.Errorf("Config() = %+v", got)
+	}
+	if _, ok := c.EmergencyFallback(402, nil, false); ok {
+		t.Error("emergency fallback still on after SetConfig")
+	}
+	if v := c.ClassifyAt(Response{Provider: "acme", Status: 503, Body: []byte("down")}, t0); v.RuleID != "operator:acme:0" {
+		t.Errorf("operator rule lost after SetConfig: %+v", v)
+	}
+	if v := c.ClassifyAt(Response{Provider: "agentrouter", Status: 403, Body: []byte("用户额度不足")}, t0); v.Status != 429 {
+		t.Errorf("tables lost after SetConfig: %+v", v)
+	}
+	c.SetConfig(Config{})
+	if _, ok := c.EmergencyFallback(402, nil, false); !ok {
+		t.Error("emergency fallback still off after SetConfig(Config{})")
+	}
+}
+
+func with2(s Config, f func(*Config)) Config { f(&s); return s }
 
 func TestSetTablesValidation(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(*Tables)
+		field  string
 		id     string
 	}{
-		{"restate empty marker", func(tb *Tables) { tb.Restatements["agentrouter"][0].Markers = []string{""} }, "agentrouter-quota-misstatus"},
-		{"restate bad to", func(tb *Tables) { tb.Restatements["agentrouter"][0].ToStatus = 42 }, "agentrouter-quota-misstatus"},
-		{"restate bad from", func(tb *Tables) { tb.Restatements["agentrouter"][0].FromStatuses = []int{700} }, "agentrouter-quota-misstatus"},
-		{"rule no condition", func(tb *Tables) { tb.ProviderRules["x"] = []ProviderRule{{ID: "r", Reason: ReasonUnknown}} }, "r"},
+		{"restate empty marker", func(tb *Tables) { tb.Restatements["agentrouter"][0].Markers = []string{""} }, `Restatements["agentrouter"][0]`, "agentrouter-quota-misstatus"},
+		{"restate bad to", func(tb *Tables) { tb.Restatements["agentrouter"][0].ToStatus = 42 }, `Restatements["agentrouter"][0]`, "agentrouter-quota-misstatus"},
+		{"restate bad from", func(tb *Tables) { tb.Restatements["agentrouter"][0].FromStatuses = []int{700} }, `Restatements["agentrouter"][0]`, "agentrouter-quota-misstatus"},
+		{"rule no condition", func(tb *Tables) { tb.ProviderRules["x"] = []ProviderRule{{ID: "r", Reason: ReasonUnknown}} }, `ProviderRules["x"][0]`, "r"},
 		{"rule bad scope", func(tb *Tables) {
 			tb.ProviderRules["x"] = []ProviderRule{{ID: "s", Statuses: []int{429}, Reason: ReasonUnknown, Scope: "planet"}}
-		}, "s"},
+		}, `ProviderRules["x"][0]`, "s"},
 		{"rule negative cooldown", func(tb *Tables) {
-			tb.ProviderRules["x"] = []ProviderRule{{ID: "n", Statuses: []int{429}, Reason: ReasonUnknown, Cooldown: -time.Second}}
-		}, "n"},
-		{"text rule empty", func(tb *Tables) { tb.TextRules = append(tb.TextRules, TextRule{Mode: CooldownNone}) }, "text"},
-		{"status rule bad mode", func(tb *Tables) { tb.StatusRules = append(tb.StatusRules, StatusRule{Status: 418, Mode: "x"}) }, "status"},
+			tb.ProviderRules["x"] = []ProviderRule{{ID: "ok", Statuses: []int{429}, Reason: ReasonUnknown},
+				{ID: "n", Statuses: []int{429}, Reason: ReasonUnknown, Cooldown: -time.Second}}
+		}, `ProviderRules["x"][1]`, "n"},
+		{"text rule empty", func(tb *Tables) { tb.TextRules = append(tb.TextRules, TextRule{Mode: CooldownNone}) },
+			fmt.Sprintf("TextRules[%d]", len(DefaultTables().TextRules)), ""},
+		{"status rule bad mode", func(tb *Tables) { tb.StatusRules = append(tb.StatusRules, StatusRule{Status: 418, Mode: "x"}) },
+			fmt.Sprintf("StatusRules[%d]", len(DefaultTables().StatusRules)), ""},
 	}
 	c := &Classifier{}
 	for _, tt := range tests {
@@ -66,11 +113,12 @@ func TestSetTablesValidation(t *testing.T) {
 			tb := DefaultTables()
 			tt.change(&tb)
 			err := c.SetTables(tb)
-			var re *RuleError
-			if !errors.As(err, &re) || !errors.Is(err, ErrInvalidRule) || re.ID != tt.id {
-				t.Fatalf("SetTables = %v, want a RuleError for %q", err, tt.id)
+			var re *Error
+			if !errors.As(err, &re) || !errors.Is(err, ErrInvalidRule) || re.Rule != tt.id || re.Field != tt.field ||
+				re.Code != CodeInvalidRule || re.Status != 400 {
+				t.Fatalf("SetTables = %v (%+v), want an *Error for %s (%q)", err, re, tt.field, tt.id)
 			}
-			if c.Restate("agentrouter", 403, "额度不足", nil, 0).Status != 429 {
+			if c.restate("agentrouter", 403, "额度不足", nil, 0).Status != 429 {
 				t.Error("built-in tables lost after a refused SetTables")
 			}
 		})
@@ -82,7 +130,7 @@ func TestTablesAreCopies(t *testing.T) {
 	tb := c.Tables()
 	tb.Restatements["agentrouter"][0].Markers[0] = "changed"
 	tb.Signals.Ban[0] = "changed"
-	if c.Restate("agentrouter", 403, "额度不足", nil, 0).Status != 429 {
+	if c.restate("agentrouter", 403, "额度不足", nil, 0).Status != 429 {
 		t.Error("changing a Tables() copy changed the classifier")
 	}
 	tb2 := DefaultTables()
@@ -90,7 +138,7 @@ func TestTablesAreCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb2.Restatements["agentrouter"][0].Markers[0] = "changed"
-	if c.Restate("agentrouter", 403, "额度不足", nil, 0).Status != 429 {
+	if c.restate("agentrouter", 403, "额度不足", nil, 0).Status != 429 {
 		t.Error("changing the installed table changed the classifier")
 	}
 }
@@ -104,7 +152,7 @@ func TestExtendSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := c.ClassifyAt(Response{Status: 403, Body: []byte("your ACCOUNT FROZEN")}, t0)
-	if !v.Permanent || v.Kind != KindBan {
+	if !v.Permanent || v.Kind != kindBan {
 		t.Errorf("custom ban signal ignored: %+v", v)
 	}
 	v = c.ClassifyAt(Response{Provider: "acme", Status: 500, Body: []byte("please slow down")}, t0)
@@ -123,18 +171,18 @@ func TestReplaceSignalLists(t *testing.T) {
 		custom   string
 		wantKind Kind
 	}{
-		{"ban", func(s *Signals) *[]string { return &s.Ban }, "account_deactivated", "Account Frozen", KindBan},
-		{"credits", func(s *Signals) *[]string { return &s.Credits }, "out of credits", "Wallet Empty", KindCredits},
-		{"daily", func(s *Signals) *[]string { return &s.Daily }, "today's quota", "Per-Day Cap Hit", KindDaily},
-		{"subscription", func(s *Signals) *[]string { return &s.Subscription }, "usage limit reached", "Plan Allowance Used", KindSubscription},
-		{"weekly", func(s *Signals) *[]string { return &s.Weekly }, "weekly usage limit", "Seven-Day Cap", KindWeekly},
-		{"session", func(s *Signals) *[]string { return &s.Session }, "session usage limit", "Five-Hour Window Used", KindSession},
+		{"ban", func(s *Signals) *[]string { return &s.Ban }, "account_deactivated", "Account Frozen", kindBan},
+		{"credits", func(s *Signals) *[]string { return &s.Credits }, "out of credits", "Wallet Empty", kindCredits},
+		{"daily", func(s *Signals) *[]string { return &s.Daily }, "today's quota", "Per-Day Cap Hit", kindDaily},
+		{"subscription", func(s *Signals) *[]string { return &s.Subscription }, "usage limit reached", "Plan Allowance Used", kindSubscription},
+		{"weekly", func(s *Signals) *[]string { return &s.Weekly }, "weekly usage limit", "Seven-Day Cap", kindWeekly},
+		{"session", func(s *Signals) *[]string { return &s.Session }, "session usage limit", "Five-Hour Window Used", kindSession},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &Classifier{}
 			classify := func(text string) Verdict {
-				return c.ClassifyAt(Response{Provider: "p", Auth: AuthOAuth, Status: 429, Body: []byte("error: " + text)}, t0)
+				return c.ClassifyAt(Response{Provider: "p", Auth: routeguard.OAuth, Status: 429, Body: []byte("error: " + text)}, t0)
 			}
 			if got := classify(tt.builtin); got.Kind != tt.wantKind {
 				t.Fatalf("built-in %q: kind %q, want %q", tt.builtin, got.Kind, tt.wantKind)
@@ -144,10 +192,10 @@ func TestReplaceSignalLists(t *testing.T) {
 			if err := c.SetTables(tb); err != nil {
 				t.Fatal(err)
 			}
-			if got := classify(strings.ToLower(tt.custom)); got.Kind != tt.wantKind || got.Reason == ReasonNone {
+			if got := classify(strings.ToLower(tt.custom)); got.Kind != tt.wantKind || got.Reason == "" {
 				t.Errorf("custom %q: kind %q, want %q", tt.custom, got.Kind, tt.wantKind)
 			}
-			if got := classify(tt.builtin); got.Kind != KindStatusRule || got.Reason != ReasonRateLimit {
+			if got := classify(tt.builtin); got.Kind != kindStatusRule || got.Reason != ReasonRateLimit {
 				t.Errorf("replaced %q: kind %q reason %q, want the 429 status rule", tt.builtin, got.Kind, got.Reason)
 			}
 		})
@@ -172,7 +220,7 @@ func TestConcurrentUse(t *testing.T) {
 		for j := range 100 {
 			_ = c.SetOperatorRules(map[string][]OperatorRule{"acme": {{Status: 503, Match: "m", Scope: ScopeModel}}})
 			_ = c.SetTables(DefaultTables())
-			c.SetSettings(Settings{MaxScan: 1024 + j})
+			c.SetConfig(Config{MaxScan: 1024 + j})
 		}
 	})
 	wg.Wait()
@@ -181,10 +229,10 @@ func TestConcurrentUse(t *testing.T) {
 func TestPassthroughAllocatesNothing(t *testing.T) {
 	c := &Classifier{}
 	body := []byte(`{"error":{"message":"rate limited"}}`)
-	if n := testing.AllocsPerRun(100, func() { c.Restate("openai", 429, "", body, 0) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { c.restate("openai", 429, "", body, 0) }); n != 0 {
 		t.Errorf("Restate passthrough allocates %v times", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { c.HonorsScope("agentrouter") }); n != 0 {
-		t.Errorf("HonorsScope allocates %v times", n)
+	if n := testing.AllocsPerRun(100, func() { c.honorsScope("agentrouter") }); n != 0 {
+		t.Errorf("honorsScope allocates %v times", n)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// maxEvent bounds the bytes of one SSE event that ParseStreamError reads.
+// maxEvent bounds the bytes of one SSE event that parseStreamError reads.
 const maxEvent = 64 << 10
 
 var errorTypeStatus = map[string]int{
@@ -23,7 +23,7 @@ var errorTypeStatus = map[string]int{
 	"deadline_exceeded": 504, "timeout": 504, "timeout_error": 504,
 }
 
-// ParseStreamError extracts the error carried by one SSE event: the lines
+// parseStreamError extracts the error carried by one SSE event: the lines
 // of one event ("event: error", "data: {...}") or a bare JSON payload. A
 // payload is an error when it has an "error" member or "type": "error", or
 // when the event is named "error"; a Responses API "response.failed" event
@@ -32,7 +32,7 @@ var errorTypeStatus = map[string]int{
 // 400..599, else the one its type or code names (rate_limit_error → 429,
 // overloaded_error → 503, authentication_error → 401, …), else 500. Only
 // the first 64 KiB of the event are read.
-func ParseStreamError(event []byte) (status int, payload []byte, ok bool) {
+func parseStreamError(event []byte) (status int, payload []byte, ok bool) {
 	if len(event) > maxEvent {
 		event = event[:maxEvent]
 	}

@@ -3,6 +3,8 @@ package restate
 import (
 	"testing"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
 func TestParseStreamError(t *testing.T) {
@@ -36,9 +38,9 @@ func TestParseStreamError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, payload, ok := ParseStreamError([]byte(tt.event))
+			status, payload, ok := parseStreamError([]byte(tt.event))
 			if status != tt.status || ok != tt.ok {
-				t.Errorf("ParseStreamError(%q) = %d, %q, %v; want %d, %v", tt.event, status, payload, ok, tt.status, tt.ok)
+				t.Errorf("parseStreamError(%q) = %d, %q, %v; want %d, %v", tt.event, status, payload, ok, tt.status, tt.ok)
 			}
 		})
 	}
@@ -49,7 +51,7 @@ func TestClassifyEventRestates(t *testing.T) {
 	ev := []byte("event: error\ndata: {\"error\":{\"code\":403,\"message\":\"用户额度不足\"}}\n\n")
 	v, ok := c.ClassifyEventAt(Response{Provider: "agentrouter", Status: 200}, ev, t0)
 	want := Verdict{Status: 429, FromStatus: 403, RestateRule: "agentrouter-quota-misstatus", ClientRetryAfter: time.Minute,
-		Reason: ReasonQuotaExhausted, Kind: KindStatusRule, RuleID: "agentrouter-quota", Scope: ScopeConnection,
+		Reason: ReasonQuotaExhausted, Kind: kindStatusRule, RuleID: "agentrouter-quota", Scope: ScopeConnection,
 		Mode: CooldownBackoff, HintOverrides: true, ShouldFallback: true}
 	if !ok || v != want {
 		t.Errorf("ClassifyEventAt = %+v, %v\nwant %+v", v, ok, want)
@@ -57,7 +59,7 @@ func TestClassifyEventRestates(t *testing.T) {
 	if _, ok := c.ClassifyEventAt(Response{Provider: "agentrouter"}, []byte("data: {\"choices\":[]}\n"), t0); ok {
 		t.Error("a normal chunk was classified")
 	}
-	v, ok = ClassifyEventAt(Response{Provider: "anthropic", Auth: AuthOAuth},
+	v, ok = ClassifyEventAt(Response{Provider: "anthropic", Auth: routeguard.OAuth},
 		[]byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n"), t0)
 	if !ok || v.Status != 503 || v.Reason != ReasonModelCapacity || v.Mode != CooldownBackoff {
 		t.Errorf("overloaded event = %+v, %v", v, ok)
@@ -69,29 +71,30 @@ func TestClassifyEventRestates(t *testing.T) {
 func TestClassifyEventResponsesFailed(t *testing.T) {
 	c := &Classifier{}
 	ev := []byte(`{"type":"response.failed","response":{"status":"failed","error":{"code":"rate_limit_exceeded","message":"Rate limit reached. Please try again in 20s."}}}`)
-	v, ok := c.ClassifyEventAt(Response{Provider: "openai", Auth: AuthAPIKey, Status: 200}, ev, t0)
+	v, ok := c.ClassifyEventAt(Response{Provider: "openai", Auth: routeguard.APIKey, Status: 200}, ev, t0)
 	want := Verdict{Status: 429, FromStatus: 429, ClientRetryAfter: 20 * time.Second,
-		Reason: ReasonRateLimit, Kind: KindStatusRule, Mode: CooldownBackoff, HintOverrides: true, ShouldFallback: true,
-		Hint: Hint{20 * time.Second, HintText, CapRateLimit}}
+		Reason: ReasonRateLimit, Kind: kindStatusRule, Mode: CooldownBackoff, HintOverrides: true, ShouldFallback: true,
+		Hint: Hint{20 * time.Second, hintText, false}}
 	if !ok || v != want {
 		t.Errorf("ClassifyEventAt = %+v, %v\nwant %+v", v, ok, want)
 	}
 }
 
 func TestShorthandsUseWallClock(t *testing.T) {
-	if h := Default.Hint(nil, []byte("retry in 5s")); h.After != 5*time.Second {
-		t.Errorf("Hint = %+v", h)
-	}
 	if v := Classify(Response{Status: 503}); v.Reason != ReasonServerError {
 		t.Errorf("Classify = %+v", v)
 	}
-	if v, ok := ClassifyEvent(Response{}, []byte(`{"error":{"type":"rate_limit_error"}}`)); !ok || v.Status != 429 {
-		t.Errorf("ClassifyEvent = %+v, %v", v, ok)
+	// A daily quota lasts until the next local midnight of the clock used.
+	daily := Response{Status: 429, Auth: routeguard.OAuth, Body: []byte("daily quota exceeded")}
+	for name, classify := range map[string]func(Response) Verdict{"Classify": Classify, "Classifier.Classify": (&Classifier{}).Classify} {
+		before := untilMidnight(time.Now())
+		v := classify(daily)
+		after := untilMidnight(time.Now())
+		if v.Kind != kindDaily || v.Cooldown > before || v.Cooldown < after {
+			t.Errorf("%s = %+v, want a daily cooldown in [%v, %v]", name, v, after, before)
+		}
 	}
-	if _, ok := EmergencyFallback(402, nil, false); !ok {
-		t.Error("EmergencyFallback(402) = false")
-	}
-	if m, ok := Default.MatchRule("openrouter", 402, nil, nil); !ok || m.Cooldown != 2*time.Minute {
-		t.Errorf("MatchRule = %+v, %v", m, ok)
+	if v, ok := ClassifyEventAt(Response{}, []byte(`{"error":{"type":"rate_limit_error"}}`), t0); !ok || v.Status != 429 {
+		t.Errorf("ClassifyEventAt = %+v, %v", v, ok)
 	}
 }

@@ -65,6 +65,8 @@ type OperatorRule struct {
 }
 
 // TextRule is a global rule over the failure text, tried on any status.
+// Phrases are substrings ("rate limit" matches "rate limited"), with the
+// operators of [Signals].
 type TextRule struct {
 	Phrases  []string
 	Reason   Reason
@@ -81,34 +83,80 @@ type StatusRule struct {
 	Cooldown time.Duration
 }
 
-// Signals are the phrase lists of the classification. Each phrase is a
-// case-insensitive substring, with two operators: "a…b" (U+2026) means b
-// follows a within 80 bytes, and "a&&b" means both occur anywhere.
+// Signals are the phrase lists of the classification. Phrases are compared
+// with the lower-cased text, case-insensitively, in one of two ways fixed
+// per list (each field says which):
+//
+//   - word: the phrase matches only as whole words: the character before
+//     and the character after it must not be a letter or a digit, so
+//     "invoice" does not match "invoices" and "tpd" does not match "httpd".
+//     Punctuation, spaces, '_' and '-' are boundaries. Lists whose match
+//     parks a connection for long (a ban, credits exhausted, a billing
+//     suspension, daily, weekly, session or subscription quotas) are word
+//     lists, so a longer word never triggers them by accident; spell out
+//     every form that should count ("insufficient credit" and "insufficient
+//     credits").
+//   - substring: the phrase matches wherever its bytes occur, inside longer
+//     words too ("model" matches "models/…"). Lists that need stems, hold
+//     scripts without spaces (Chinese), or only gate or veto another check
+//     are substring lists.
+//
+// Two operators apply in both kinds: "a…b" (U+2026) means b follows a
+// within 80 bytes, and "a&&b" means both occur anywhere; each part is
+// compared the way its list is.
 type Signals struct {
-	InternalRefusal    []string // the gateway's own refusals (any status)
-	InternalRefusal409 []string // refusals recognised on a 409
-	Ban                []string // banned or deactivated accounts
-	Retired            []string // retired model on 404/410
-	Moved              []string // moved endpoints (any status)
-	Suspended          []string // "suspended" words …
-	BillingNear        []string // … within 120 bytes of one of these
-	Credits            []string // credits or balance exhausted
-	EmptyWallet        []string // an empty wallet on an exempt provider
-	Daily              []string // daily quota
-	TokensPerDay       []string // daily token quota; needs a hint
-	Subscription       []string // subscription usage limit
-	// SubscriptionByProvider adds subscription phrases per provider.
+	InternalRefusal    []string // word: the gateway's own refusals (any status)
+	InternalRefusal409 []string // word: refusals recognised on a 409
+	Ban                []string // word: banned or deactivated accounts (permanent)
+	// Retired is a substring list: retired model on 404/410; "model…"
+	// must also match "models/…" and "model_id".
+	Retired   []string
+	Moved     []string // word: moved endpoints (any status)
+	Suspended []string // word: "suspended" words …
+	// BillingNear is a word list: … within 120 bytes of one of these
+	// ("unpaid invoices" is not "invoice").
+	BillingNear []string
+	Credits     []string // word: credits or balance exhausted (terminal)
+	EmptyWallet []string // word: an empty wallet on an exempt provider
+	Daily       []string // word: daily quota
+	// TokensPerDay is a word list: daily token quota; needs a header hint.
+	TokensPerDay []string
+	Subscription []string // word: subscription usage limit
+	// SubscriptionByProvider adds subscription phrases per provider (word
+	// lists).
 	SubscriptionByProvider map[string][]string
-	Weekly                 []string // weekly or monthly quota
-	Session                []string // session usage limit
-	LongPeriod             []string // quota wording that keeps quota checks on an API-key 429
-	QuotaText              []string // text that reads as quota exhaustion
-	RouteRefusal           []string // 403 refusals that are not the account's fault
-	ForbiddenExempt        []string // 403 texts that are quotas, not auth failures
-	BadRequest             []string // 400s about the request (context, parameters, model)
-	Credential             []string // texts that look like a bad credential (veto BadRequest)
-	HighFrequency          []string // 400s that are rate limits in disguise
-	MetricPerDay           []string // per-day quota metric names
+	Weekly                 []string // word: weekly or monthly quota
+	Session                []string // word: session usage limit
+	// LongPeriod is a substring list of quota wording that keeps quota
+	// checks on an API-key 429 ("quota exceed" covers "quota exceeded");
+	// it only lets the word lists above be consulted.
+	LongPeriod []string
+	// QuotaText is a substring list of text that reads as quota exhaustion
+	// (used only together with an upstream hint).
+	QuotaText    []string
+	RouteRefusal []string // word: 403 refusals that are not the account's fault
+	// ForbiddenExempt is a substring list of 403 texts that are quotas, not
+	// auth failures (a veto).
+	ForbiddenExempt []string
+	// BadRequest is a substring list of 400s about the request (context,
+	// parameters, model); they cause no cooldown.
+	BadRequest []string
+	// Credential is a substring list of texts that look like a bad
+	// credential ("credential" covers "credentials"); it vetoes BadRequest.
+	Credential []string
+	// HighFrequency is a substring list of 400s that are rate limits in
+	// disguise; it holds Chinese phrases, which have no word boundaries.
+	HighFrequency []string
+	// MetricPerDay is a substring list of per-day quota metric names; it
+	// must match inside ids such as "generaterequestsperdayperproject".
+	MetricPerDay []string
+	// TokenLimit is a substring list of 429 texts saying the request alone
+	// exceeds a token rate limit ("request too large for … tokens per
+	// min"); they set Verdict.TokenLimit.
+	TokenLimit []string
+	// EmptyAnswer is a substring list of 502 texts saying the upstream
+	// answered with empty content; they set Verdict.EmptyAnswer.
+	EmptyAnswer []string
 }
 
 // Tables holds every table the classification reads. Provider keys are
@@ -132,8 +180,11 @@ type Tables struct {
 	TextRules     []TextRule
 	StatusRules   []StatusRule
 	Signals       Signals
-	// EmergencyPhrases trigger the emergency fallback; EmergencyBilling is a
-	// word that counts only within 40 bytes of an EmergencyBillingNear word.
+	// EmergencyPhrases trigger the emergency fallback; they are substrings
+	// ("credit limit" covers "credit limits"). EmergencyBilling is a word
+	// list whose words count only within 40 bytes of a word of the
+	// EmergencyBillingNear word list ("billing" next to "limit", never next
+	// to "unlimited").
 	EmergencyPhrases     []string
 	EmergencyBilling     []string
 	EmergencyBillingNear []string
@@ -191,13 +242,13 @@ func DefaultTables() Tables {
 		MetricQuotaProviders: []string{"gemini"},
 		CreditsExempt:        []string{"-compatible-"},
 		TextRules: []TextRule{
-			{Phrases: []string{"no credentials"}, Reason: ReasonAuthError, Kind: KindTextRule, Mode: CooldownFixed, Cooldown: 2 * time.Minute},
-			{Phrases: []string{"request not allowed"}, Reason: ReasonRateLimit, Kind: KindRequestRejected, Mode: CooldownFixed, Cooldown: 5 * time.Second},
-			{Phrases: []string{"improperly formed request"}, Reason: ReasonModelCapacity, Kind: KindTextRule, Mode: CooldownNone},
-			{Phrases: []string{"rate limit", "too many requests"}, Reason: ReasonRateLimit, Kind: KindTextRule, Mode: CooldownBackoff},
+			{Phrases: []string{"no credentials"}, Reason: ReasonAuthError, Kind: kindTextRule, Mode: CooldownFixed, Cooldown: 2 * time.Minute},
+			{Phrases: []string{"request not allowed"}, Reason: ReasonRateLimit, Kind: kindRequestRejected, Mode: CooldownFixed, Cooldown: 5 * time.Second},
+			{Phrases: []string{"improperly formed request"}, Reason: ReasonModelCapacity, Kind: kindTextRule, Mode: CooldownNone},
+			{Phrases: []string{"rate limit", "too many requests"}, Reason: ReasonRateLimit, Kind: kindTextRule, Mode: CooldownBackoff},
 			{Phrases: []string{"hour quota", "quota has been exceeded", "quota exceeded", "quota will reset",
-				"exhausted your capacity", "quota exhausted", "free tier"}, Reason: ReasonQuotaExhausted, Kind: KindTextRule, Mode: CooldownBackoff},
-			{Phrases: []string{"capacity", "overloaded"}, Reason: ReasonModelCapacity, Kind: KindTextRule, Mode: CooldownBackoff},
+				"exhausted your capacity", "quota exhausted", "free tier"}, Reason: ReasonQuotaExhausted, Kind: kindTextRule, Mode: CooldownBackoff},
+			{Phrases: []string{"capacity", "overloaded"}, Reason: ReasonModelCapacity, Kind: kindTextRule, Mode: CooldownBackoff},
 		},
 		StatusRules: []StatusRule{
 			{Status: 401, Reason: ReasonAuthError, Mode: CooldownNone},
@@ -227,7 +278,7 @@ func DefaultTables() Tables {
 				"exceeded your current usage quota", "credit_balance_too_low", "credit balance is too low",
 				"credits exhausted", "out of credits", "payment required", "tier has been exhausted",
 				"insufficient balance", "insufficient account balance", "insufficient credit balance",
-				"insufficient credit"},
+				"insufficient credit", "insufficient credits"},
 			EmptyWallet:  []string{"exceeded_current_quota_error", "suspended due to insufficient balance"},
 			Daily:        []string{"today's quota", "daily quota", "try again tomorrow"},
 			TokensPerDay: []string{"tpd rate limit"},
@@ -235,7 +286,7 @@ func DefaultTables() Tables {
 				"you've reached your usage limit", "you have reached your usage limit"},
 			SubscriptionByProvider: map[string][]string{"claude": {"would exceed your account's rate limit"}},
 			Weekly: []string{"weekly usage limit", "weekly limit reached", "reached your weekly", "week quota",
-				"weekly limit", "monthly limit", "weekly&&quota&&exhaust"},
+				"weekly limit", "monthly limit", "weekly&&quota&&exhausted", "weekly&&quota&&exhaustion"},
 			Session: []string{"session usage limit", "session limit reached", "reached your session…usage limit"},
 			LongPeriod: []string{"daily limit", "daily quota", "monthly limit", "monthly quota", "quota exceed",
 				"quota_exceed", "insufficient quota", "insufficient_quota", "billing cap", "out of credits",
@@ -252,12 +303,14 @@ func DefaultTables() Tables {
 			Credential:    []string{"api key", "api_key", "apikey", "credential", "unauthorized", "authentication"},
 			HighFrequency: []string{"high-frequency", "non-compliant", "频繁", "频率"},
 			MetricPerDay:  []string{"perday", "per_day", "requests per day", "rpd"},
+			TokenLimit:    []string{"request too large"},
+			EmptyAnswer:   []string{"empty content", "empty response"},
 		},
 		EmergencyPhrases: []string{"insufficient funds", "insufficient_funds", "budget exceeded", "budget_exceeded",
 			"quota exceeded", "quota_exceeded", "payment required", "out of credits", "no credits", "credit limit",
 			"spending limit", "saldo insuficiente", "limite de gastos", "cota excedida"},
 		EmergencyBilling:     []string{"billing"},
-		EmergencyBillingNear: []string{"limit", "quota", "exceeded"},
+		EmergencyBillingNear: []string{"limit", "limits", "quota", "quotas", "exceeded"},
 	}
 }
 
@@ -325,7 +378,7 @@ func (Signals) lists(dst *Signals) []*[]string {
 	return []*[]string{&dst.InternalRefusal, &dst.InternalRefusal409, &dst.Ban, &dst.Retired, &dst.Moved,
 		&dst.Suspended, &dst.BillingNear, &dst.Credits, &dst.EmptyWallet, &dst.Daily, &dst.TokensPerDay, &dst.Subscription,
 		&dst.Weekly, &dst.Session, &dst.LongPeriod, &dst.QuotaText, &dst.RouteRefusal, &dst.ForbiddenExempt,
-		&dst.BadRequest, &dst.Credential, &dst.HighFrequency, &dst.MetricPerDay}
+		&dst.BadRequest, &dst.Credential, &dst.HighFrequency, &dst.MetricPerDay, &dst.TokenLimit, &dst.EmptyAnswer}
 }
 
 // lowerKeys returns m with lower-cased keys; later keys of equal lower case

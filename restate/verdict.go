@@ -3,15 +3,17 @@ package restate
 import (
 	"net/http"
 	"time"
+
+	"github.com/routeguard/routeguard"
 )
 
 // Reason is the coarse failure class a [Verdict] carries. The values are the
-// stable strings other layers store and report.
+// stable strings other layers store and report; a Verdict that is not a
+// failure has the empty reason.
 type Reason string
 
 // Reasons.
 const (
-	ReasonNone           Reason = ""
 	ReasonRateLimit      Reason = "rate_limit_exceeded"
 	ReasonQuotaExhausted Reason = "quota_exhausted"
 	ReasonAuthError      Reason = "auth_error"
@@ -22,44 +24,74 @@ const (
 	ReasonInvalidBinding Reason = "invalid_previous_response_binding"
 )
 
-// Kind names the rule of the classification that produced a [Verdict]. It is
-// finer than [Reason]: a weekly quota and a credits failure share the reason
-// quota_exhausted but differ in kind.
+// Kind names the rule of the classification that produced a [Verdict], for
+// logs and diagnostics; consumers act on the Verdict's flags and reason.
+// It is finer than [Reason]: a weekly quota and a credits failure share the
+// reason quota_exhausted but differ in kind. The values, in roughly the
+// order the classification tries them:
+//
+//	""                    not a failure (status below 400)
+//	"network"             no HTTP status (status 0)
+//	"internal_refusal"    the gateway's own refusal, not the upstream's
+//	"ban"                 account banned or deactivated
+//	"retired_model"       404/410 for a retired model
+//	"moved_endpoint"      the endpoint has moved
+//	"billing_suspension"  suspended for billing reasons
+//	"metric_quota"        a per-metric quota (requests per day / minute)
+//	"credits"             credits or balance exhausted
+//	"daily"               daily quota
+//	"weekly"              weekly or monthly quota
+//	"session"             session usage limit
+//	"subscription"        subscription usage limit
+//	"quota_hint"          quota text with an upstream hint
+//	"route_refusal"       403 not authorized for this route
+//	"provider_rule"       a provider error rule decided alone
+//	"forbidden"           403 on an API key
+//	"request_rejected"    "request not allowed" refusals (a text rule's kind)
+//	"text_rule"           a global text rule
+//	"status_rule"         a global status rule
+//	"bad_request"         a 400 about the request itself
+//	"high_frequency"      a 400 that is really a rate limit
+//	"other"               any other status
+//
+// A [TextRule] names the kind its matches get; "request_rejected" and
+// "bad_request" set [Verdict.RequestRejected] and [Verdict.RequestScoped].
 type Kind string
 
-// Kinds, in roughly the order the classification tries them.
+// Kinds.
 const (
-	KindNone              Kind = ""                   // not a failure (status below 400)
-	KindNetwork           Kind = "network"            // no HTTP status (status 0)
-	KindInternalRefusal   Kind = "internal_refusal"   // the gateway's own refusal, not the upstream's
-	KindBan               Kind = "ban"                // account banned or deactivated
-	KindRetiredModel      Kind = "retired_model"      // 404/410 for a retired model
-	KindMovedEndpoint     Kind = "moved_endpoint"     // the endpoint has moved
-	KindBillingSuspension Kind = "billing_suspension" // suspended for billing reasons
-	KindMetricQuota       Kind = "metric_quota"       // a per-metric quota (requests per day / minute)
-	KindCredits           Kind = "credits"            // credits or balance exhausted
-	KindDaily             Kind = "daily"              // daily quota
-	KindWeekly            Kind = "weekly"             // weekly or monthly quota
-	KindSession           Kind = "session"            // session usage limit
-	KindSubscription      Kind = "subscription"       // subscription usage limit
-	KindQuotaHint         Kind = "quota_hint"         // quota text with an upstream hint
-	KindRouteRefusal      Kind = "route_refusal"      // 403 not authorized for this route
-	KindProviderRule      Kind = "provider_rule"      // a provider error rule decided alone
-	KindForbidden         Kind = "forbidden"          // 403 on an API key
-	KindRequestRejected   Kind = "request_rejected"   // "request not allowed" refusals
-	KindTextRule          Kind = "text_rule"          // a global text rule
-	KindStatusRule        Kind = "status_rule"        // a global status rule
-	KindBadRequest        Kind = "bad_request"        // a 400 about the request itself
-	KindHighFrequency     Kind = "high_frequency"     // a 400 that is really a rate limit
-	KindOther             Kind = "other"              // any other status
+	kindNone              Kind = ""                   // not a failure (status below 400)
+	kindNetwork           Kind = "network"            // no HTTP status (status 0)
+	kindInternalRefusal   Kind = "internal_refusal"   // the gateway's own refusal, not the upstream's
+	kindBan               Kind = "ban"                // account banned or deactivated
+	kindRetiredModel      Kind = "retired_model"      // 404/410 for a retired model
+	kindMovedEndpoint     Kind = "moved_endpoint"     // the endpoint has moved
+	kindBillingSuspension Kind = "billing_suspension" // suspended for billing reasons
+	kindMetricQuota       Kind = "metric_quota"       // a per-metric quota (requests per day / minute)
+	kindCredits           Kind = "credits"            // credits or balance exhausted
+	kindDaily             Kind = "daily"              // daily quota
+	kindWeekly            Kind = "weekly"             // weekly or monthly quota
+	kindSession           Kind = "session"            // session usage limit
+	kindSubscription      Kind = "subscription"       // subscription usage limit
+	kindQuotaHint         Kind = "quota_hint"         // quota text with an upstream hint
+	kindRouteRefusal      Kind = "route_refusal"      // 403 not authorized for this route
+	kindProviderRule      Kind = "provider_rule"      // a provider error rule decided alone
+	kindForbidden         Kind = "forbidden"          // 403 on an API key
+	kindRequestRejected   Kind = "request_rejected"   // "request not allowed" refusals
+	kindTextRule          Kind = "text_rule"          // a global text rule
+	kindStatusRule        Kind = "status_rule"        // a global status rule
+	kindBadRequest        Kind = "bad_request"        // a 400 about the request itself
+	kindHighFrequency     Kind = "high_frequency"     // a 400 that is really a rate limit
+	kindOther             Kind = "other"              // any other status
 )
 
-// Scope is the unit a failure applies to, as a provider error rule states it.
+// Scope is the unit a failure applies to, as a provider error rule states
+// it. The empty scope means the rule states none (or the provider's scopes
+// are not surfaced).
 type Scope string
 
 // Scopes.
 const (
-	ScopeNone       Scope = ""
 	ScopeProvider   Scope = "provider"
 	ScopeConnection Scope = "connection"
 	ScopeModel      Scope = "model"
@@ -82,49 +114,47 @@ const (
 	CooldownBase CooldownMode = "base"
 )
 
-// HintSource says where a retry hint was read.
+// HintSource says where a retry hint was read, for logs and diagnostics:
+//
+//	""                       no hint
+//	"header"                 Retry-After, x-ratelimit-*, anthropic-ratelimit-*
+//	"google_rpc_retry_info"  google.rpc.RetryInfo retryDelay in a JSON body
+//	"body"                   JSON retry_after, retry_after_ms, retryAfter
+//	"text"                   "retry in 20s", "resets in 3 days", …
 type HintSource string
 
 // Hint sources.
 const (
-	HintNone      HintSource = ""
-	HintHeader    HintSource = "header"                // Retry-After, x-ratelimit-*, anthropic-ratelimit-*
-	HintRetryInfo HintSource = "google_rpc_retry_info" // google.rpc.RetryInfo retryDelay
-	HintBody      HintSource = "body"                  // JSON retry_after, retry_after_ms, retryAfter
-	HintText      HintSource = "text"                  // "retry in 20s", "resets in 3 days", …
+	hintNone      HintSource = ""
+	hintHeader    HintSource = "header"
+	hintRetryInfo HintSource = "google_rpc_retry_info"
+	hintBody      HintSource = "body"
+	hintText      HintSource = "text"
 )
 
-// HintCap says which cap bounds a retry hint.
-type HintCap string
+// hintCap says which cap bounds a retry hint.
+type hintCap string
 
 // Hint caps.
 const (
-	CapNone      HintCap = ""
-	CapRateLimit HintCap = "rate_limit" // bounded by Settings.MaxRateLimitHint
-	CapQuota     HintCap = "quota"      // bounded by Settings.MaxQuotaHint
-)
-
-// AuthClass is the credential class of a connection. It changes how a 429
-// and a 403 are read.
-type AuthClass string
-
-// Auth classes. The empty class is treated like an unknown provider: quota
-// signals on a 429 are always honoured.
-const (
-	AuthUnknown AuthClass = ""
-	AuthOAuth   AuthClass = "oauth"
-	AuthAPIKey  AuthClass = "apikey"
-	AuthLocal   AuthClass = "local"
+	capNone      hintCap = ""
+	capRateLimit hintCap = "rate_limit" // bounded by Config.MaxRateLimitHint
+	capQuota     hintCap = "quota"      // bounded by Config.MaxQuotaHint
 )
 
 // Response is one failed upstream answer as the router saw it.
 type Response struct {
 	Provider string      // provider id, compared case-insensitively
 	Model    string      // requested model, if any
-	Auth     AuthClass   // credential class of the connection
 	Status   int         // HTTP status as received; 0 when no answer arrived
 	Header   http.Header // response headers, may be nil
-	Body     []byte      // response body (only the first Settings.MaxScan bytes are read)
+	Body     []byte      // response body (only the first Config.MaxScan bytes are read)
+	// Auth is the credential class of the connection. It changes how a 429
+	// and a 403 are read: on an API key a 429 keeps its quota signals only
+	// with long-period quota wording, and a 403 is an auth failure. The
+	// zero value, [routeguard.Unknown], gets the cautious reading of an
+	// unknown provider: the quota signals of a 429 are always honoured.
+	Auth routeguard.Class
 	// Message is an error message the caller extracted, if any; it is
 	// searched together with Body.
 	Message string
@@ -142,23 +172,27 @@ type Response struct {
 type Hint struct {
 	After  time.Duration // the wait, already capped; 0 when there is no hint
 	Source HintSource    // where the hint was read
-	Cap    HintCap       // which cap bounded it
+	// Quota is true for a quota-reset hint (daily, weekly, "resets in N
+	// days", reset times), bounded by Config.MaxQuotaHint; false for a
+	// rate-limit hint, bounded by Config.MaxRateLimitHint, and for no hint.
+	Quota bool
 }
 
-// Restatement is the outcome of the restatement step.
-type Restatement struct {
+// restatement is the outcome of the restatement step.
+type restatement struct {
 	Status     int           // the status to act on
 	FromStatus int           // the status as received
 	RuleID     string        // the restatement rule that applied, "" for passthrough
 	RetryAfter time.Duration // what the client may be told; 0 when unknown
 }
 
-// Restated reports whether a rule rewrote the status.
-func (r Restatement) Restated() bool { return r.RuleID != "" }
-
-// Verdict is the classification of one failure.
+// Verdict is the classification of one failure: what happened, how long
+// the connection or model should rest, and what a consumer should do about
+// it. The flags below carry every decision that depends on the status or
+// the text, so a consumer never compares statuses itself.
 type Verdict struct {
-	// Status is the status after restatement; FromStatus the one received.
+	// Status is the status after restatement (0: no answer arrived);
+	// FromStatus the one received.
 	Status     int
 	FromStatus int
 	// RestateRule names the restatement rule that applied ("" if none), and
@@ -169,7 +203,7 @@ type Verdict struct {
 	ClientRetryAfter time.Duration
 
 	Reason Reason
-	Kind   Kind
+	Kind   Kind // the rule that decided, for diagnostics (see [Kind])
 	// RuleID names the provider error rule that matched, "" if none.
 	RuleID string
 	// Scope is the rule's scope; it is set only for providers that honour
@@ -181,7 +215,9 @@ type Verdict struct {
 	Mode     CooldownMode
 	Cooldown time.Duration
 	// HintOverrides is true when a positive Hint.After replaces the
-	// cooldown for a connection whose profile honours upstream hints.
+	// cooldown for a connection whose profile honours upstream hints: for
+	// the backoff mode and the subscription limit, not for a fixed
+	// cooldown.
 	HintOverrides bool
 	// Hint is the upstream retry hint, already capped.
 	Hint Hint
@@ -189,9 +225,50 @@ type Verdict struct {
 	// lockouts use it.
 	QuotaResetHint time.Duration
 
-	ShouldFallback      bool // try the next target
-	Permanent           bool // the account is banned; never a timed cooldown
-	CreditsExhausted    bool // out of credits or balance (terminal)
-	DailyQuota          bool // a daily quota is exhausted
-	SkipProviderBreaker bool // the failure must not count against the provider breaker
+	// ShouldFallback: try the next target.
+	ShouldFallback bool
+	// SkipProviderBreaker: the failure must not count against the provider
+	// breaker (the gateway's own refusals).
+	SkipProviderBreaker bool
+
+	// What the failure says about the account. Each of these also sets
+	// Terminal.
+
+	// Permanent: the account is banned; never a timed cooldown.
+	Permanent bool
+	// CreditsExhausted: out of credits or balance, or a billing suspension.
+	CreditsExhausted bool
+	// Expired: the credential was rejected (status 401 after restatement).
+	Expired bool
+	// RequestRejected: a "request not allowed" refusal (kind
+	// request_rejected), which escalates per connection (5 min, 15 min,
+	// then a ban, in the cooldown tracker) instead of the cooldown above.
+	RequestRejected bool
+	// Terminal is Permanent, CreditsExhausted, Expired or RequestRejected:
+	// the failure is the account's, whatever the model. A consumer cools
+	// or ends the connection even when the failure is ModelScoped, locks
+	// no model, and tries the next target even when ShouldFallback is
+	// false.
+	Terminal bool
+
+	// ModelScoped: the failure concerns the model on this connection, not
+	// the connection: a rule scope of model or exact, reason not_found, or
+	// status 404 or 410. A consumer locks the model and leaves the
+	// connection alone, unless Terminal.
+	ModelScoped bool
+	// RequestScoped: the failure is about this request, not the target (a
+	// 400 about the request itself, kind bad_request); it does not mark a
+	// provider or connection exhausted for the rest of the request.
+	RequestScoped bool
+	// DailyQuota: a daily quota is exhausted.
+	DailyQuota bool
+	// TokenLimit: a 429 whose text says the request alone exceeds the token
+	// rate limit (Signals.TokenLimit, "request too large"): waiting, or
+	// another connection under the same limit, does not help, and the
+	// provider is not rate limited for other requests.
+	TokenLimit bool
+	// EmptyAnswer: a 502 whose text says the upstream answered with empty
+	// content (Signals.EmptyAnswer): the answer was bad, the connection is
+	// not broken.
+	EmptyAnswer bool
 }

@@ -10,7 +10,7 @@ import (
 var chatChunk = []byte(`data: {"id":"chatcmpl-9x1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"Hello there, world!"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 
 func benchConfig() Config {
-	return Config{Throughput: Settings{Enabled: true}, IdleTimeout: time.Minute, AttemptDeadline: 100000 * time.Hour}
+	return Config{Throughput: true, IdleTimeout: time.Minute, AttemptDeadline: 100000 * time.Hour}
 }
 
 func BenchmarkObserveChatChunk(b *testing.B) {
@@ -94,7 +94,7 @@ func BenchmarkRead(b *testing.B) {
 		b.SetBytes(int64(len(chatChunk)))
 		cfg := benchConfig()
 		cfg.IdleTimeout, cfg.AttemptDeadline = 0, 0
-		cfg.Throughput.Window = MaxWindow
+		cfg.Window = maxWindow
 		body := Wrap(&repeatReader{chatChunk}, cfg, Options{})
 		defer body.Close()
 		for b.Loop() {
@@ -115,7 +115,7 @@ func TestObserveAllocatesNothing(t *testing.T) {
 		_ = o.ObserveAt(chatChunk[half:], now)
 		_ = o.ObserveAt(chatChunk, now)
 		_ = o.CheckAt(now)
-		_, _ = o.DueAt()
+		_, _ = o.DueAt(now)
 	}
 	step() // grows the tail buffer once
 	if n := testing.AllocsPerRun(500, step); n != 0 {
@@ -127,7 +127,7 @@ func TestObserveAllocatesNothing(t *testing.T) {
 }
 
 func TestBodyReadAllocatesNothing(t *testing.T) {
-	cfg := Config{Throughput: Settings{Enabled: true, Window: MaxWindow}}
+	cfg := Config{Throughput: true, Window: maxWindow}
 	body := Wrap(&repeatReader{chatChunk}, cfg, Options{})
 	defer body.Close()
 	buf := make([]byte, 4096)

@@ -11,8 +11,15 @@ import (
 // ErrClosed is returned by Read after Close.
 var ErrClosed = errors.New("watchdog: read on closed body")
 
-// Options are the caller's hooks for one wrapped attempt. All are optional.
+// Options are the caller's hooks and clock for one wrapped attempt. All are
+// optional.
 type Options struct {
+	// Now is the clock the Body reads every time from: the timestamp of
+	// each chunk, the checks of the idle timeout, the readiness timeout and
+	// the attempt deadline, and the Stats handed to Finalize. nil means
+	// time.Now. Pass the same clock the caller uses elsewhere (a router's
+	// clock, say); the start time given to [WrapAt] must come from it too.
+	Now func() time.Time
 	// Cancel aborts the upstream attempt, typically the CancelFunc of the
 	// context the upstream request was made with. It is called once when a
 	// guard aborts the attempt. When the idle timeout or the attempt
@@ -56,11 +63,21 @@ type Outcome struct {
 // With Config.HoldHeartbeats, heartbeats before the first real event are
 // held back so that an attempt that never starts stays uncommitted.
 //
-// The idle timeout and the attempt deadline can pass while Read is blocked
-// on the upstream. Body then relies on one [time.AfterFunc] timer (no
-// goroutine of its own) that re-checks the Observer when due and, on
-// failure, calls Options.Cancel or closes the upstream body; the timer is
-// stopped when the attempt ends. Without these two guards no timer exists.
+// Every time the Body uses comes from Options.Now (time.Now when nil): the
+// Observer sees each chunk stamped with it and judges every guard against
+// it, so a clock that is shifted from the wall clock behaves exactly like
+// the wall clock itself.
+//
+// The idle timeout, the readiness timeout and the attempt deadline can
+// pass while Read is blocked on the upstream. Body then relies on one
+// [time.AfterFunc] timer (no goroutine of its own) used only to wake up:
+// its delay is computed on the injected clock, as [Observer.DueAt](now)
+// minus now. When it fires, the Body re-checks the guards at the clock's
+// current time; if none is due yet (the clock ran slower than the timer),
+// it re-arms for the remaining time, and on failure it calls
+// Options.Cancel or closes the upstream body. The timer is stopped when the
+// attempt ends. Without a time guard pending at the start no timer
+// exists; the readiness timeout is on by default, so by default one does.
 //
 // Read must not be called concurrently with itself; Close may be called
 // from any goroutine, and every other method is safe for concurrent use.
@@ -68,6 +85,7 @@ type Body struct {
 	up   io.ReadCloser
 	obs  *Observer
 	opts Options
+	now  func() time.Time // opts.Now, or time.Now
 
 	mu        sync.Mutex // protects the fields below
 	timer     *time.Timer
@@ -85,24 +103,34 @@ type Body struct {
 	final   error  // error to return once out is drained
 }
 
-// Wrap returns a Body reading from up under cfg. The attempt (its deadline
-// and first idle period) starts now.
+// Wrap is shorthand for WrapAt(up, cfg, opts, now) where now is read from
+// opts.Now (time.Now when nil): the attempt starts now.
 func Wrap(up io.ReadCloser, cfg Config, opts Options) *Body {
-	return WrapAt(up, cfg, opts, time.Now())
+	return WrapAt(up, cfg, opts, clockOf(opts)())
 }
 
-// WrapAt is Wrap with the attempt's start time given explicitly. Timers
-// still run on the wall clock (use testing/synctest to control it).
+// WrapAt returns a Body reading from up under cfg, for an attempt that
+// started at start: its deadline, its readiness timeout and its first idle
+// period count from then. start must be read from opts.Now (time.Now when
+// nil), the clock the Body reads every later time from.
 func WrapAt(up io.ReadCloser, cfg Config, opts Options, start time.Time) *Body {
-	b := &Body{up: up, obs: NewObserver(cfg), opts: opts}
+	b := &Body{up: up, obs: NewObserver(cfg), opts: opts, now: clockOf(opts)}
 	b.obs.StartAt(start)
-	b.holding = b.obs.cfg.HoldHeartbeats
-	if due, ok := b.obs.DueAt(); ok {
+	b.holding = b.obs.s.hold
+	now := b.now()
+	if due, ok := b.obs.DueAt(now); ok {
 		b.mu.Lock()
-		b.timer = time.AfterFunc(time.Until(due), b.fire)
+		b.timer = time.AfterFunc(due.Sub(now), b.fire)
 		b.mu.Unlock()
 	}
 	return b
+}
+
+func clockOf(opts Options) func() time.Time {
+	if opts.Now != nil {
+		return opts.Now
+	}
+	return time.Now
 }
 
 // Observer returns the Observer that judges the stream, for its Stats and
@@ -118,6 +146,10 @@ func (b *Body) Delivered() int64 { return b.delivered.Load() }
 // Err returns the [*Error] that aborted the attempt, or nil.
 func (b *Body) Err() error { return b.obs.Err() }
 
+// Stats returns the Observer's snapshot as of the Body's clock
+// (Options.Now).
+func (b *Body) Stats() Stats { return b.obs.StatsAt(b.now()) }
+
 // fire runs on the timer's goroutine when a time guard may be due.
 func (b *Body) fire() {
 	b.mu.Lock()
@@ -126,12 +158,13 @@ func (b *Body) fire() {
 	if over {
 		return
 	}
-	err := b.obs.Check()
+	err := b.obs.CheckAt(b.now())
 	if err == nil {
 		b.mu.Lock()
 		if !b.done && !b.closed {
-			if due, ok := b.obs.DueAt(); ok {
-				b.timer.Reset(time.Until(due))
+			now := b.now()
+			if due, ok := b.obs.DueAt(now); ok {
+				b.timer.Reset(due.Sub(now))
 			}
 		}
 		b.mu.Unlock()
@@ -202,7 +235,7 @@ func (b *Body) finish(o Outcome) {
 	}
 	o.Delivered = b.delivered.Load()
 	o.Committed = o.Delivered > 0
-	o.Stats = b.obs.Stats()
+	o.Stats = b.obs.StatsAt(b.now())
 	b.opts.Finalize(o)
 }
 
@@ -257,9 +290,9 @@ func (b *Body) Read(p []byte) (int, error) {
 		n, err := b.up.Read(p)
 		var gerr error
 		if n > 0 {
-			gerr = b.obs.ObserveAt(p[:n], time.Now())
+			gerr = b.obs.ObserveAt(p[:n], b.now())
 		} else {
-			gerr = b.obs.Check()
+			gerr = b.obs.CheckAt(b.now())
 		}
 		if gerr != nil {
 			b.hold = nil
@@ -273,7 +306,7 @@ func (b *Body) Read(p []byte) (int, error) {
 			return b.deliver(n), nil
 		}
 		if n > 0 {
-			if b.obs.sawEvent() || len(b.hold)+n > b.obs.cfg.MaxEventBytes {
+			if b.obs.sawEvent() || len(b.hold)+n > b.obs.s.maxEventBytes {
 				return b.release(p, n, err)
 			}
 			b.hold = append(b.hold, p[:n]...)

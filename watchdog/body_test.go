@@ -82,7 +82,7 @@ func TestBodyPassesBytesThrough(t *testing.T) {
 	stream := chat("hello") + ping + chat("wörld") + chatDoneEvt
 	up := &closeCounter{Reader: strings.NewReader(stream)}
 	var r record
-	b := Wrap(up, Config{Throughput: Settings{Enabled: true}}, r.options(false, nil))
+	b := Wrap(up, Config{Throughput: true}, r.options(false, nil))
 	got, err := io.ReadAll(b)
 	require.NoError(t, err)
 	assert.Equal(t, stream, string(got))
@@ -324,7 +324,7 @@ func TestBodyHoldHeartbeatsUpstreamErrorBeforeCommit(t *testing.T) {
 }
 
 func TestBodyHoldHeartbeatsCapReleases(t *testing.T) {
-	cfg := Config{HoldHeartbeats: true, MaxEventBytes: MinMaxEventBytes}
+	cfg := Config{HoldHeartbeats: true, MaxEventBytes: minMaxEventBytes}
 	stream := strings.Repeat(comment, 200) // more than 1 KiB of comments
 	b := Wrap(io.NopCloser(strings.NewReader(stream)), cfg, Options{})
 	buf := make([]byte, 64)
@@ -334,7 +334,7 @@ func TestBodyHoldHeartbeatsCapReleases(t *testing.T) {
 		require.NoError(t, err)
 		total += n
 	}
-	assert.LessOrEqual(t, len(b.out)+len(b.hold), MinMaxEventBytes+len(buf))
+	assert.LessOrEqual(t, len(b.out)+len(b.hold), minMaxEventBytes+len(buf))
 	rest, err := io.ReadAll(b)
 	require.NoError(t, err)
 	assert.Equal(t, len(stream), total+len(rest))

@@ -10,7 +10,7 @@ import (
 type eventInfo struct {
 	useful    int64 // UTF-8 bytes of useful text
 	protected bool  // tool call, function call or reasoning in progress
-	ping      bool  // heartbeat (ping event or ping type)
+	ping      bool  // heartbeat (event name or type "ping" or "heartbeat")
 	isError   bool  // an error event
 }
 
@@ -43,7 +43,7 @@ func classify(data, name []byte) eventInfo {
 			typeName = decodeInto(buf[:0], r.typ)
 		}
 	}
-	info.ping = asciiEqualFold(typeName, "ping")
+	info.ping = asciiEqualFold(typeName, "ping") || asciiEqualFold(typeName, "heartbeat")
 	info.isError = (valid && r.hasError) || asciiEqualFold(typeName, "error") ||
 		asciiEqualFold(typeName, "response.failed")
 	if !valid {

@@ -52,7 +52,7 @@ func (e ErrorEvent) SSE() []byte {
 // error event: an event named "error", an event whose JSON "type" is "error"
 // or "response.failed", or one with a non-null root "error" field. A final
 // event without its terminating blank line is considered too. Events larger
-// than DefaultMaxEventBytes are skipped.
+// than 1 MiB are skipped.
 func FindErrorEvent(stream []byte) (ErrorEvent, bool) {
 	o := &Observer{}
 	o.setup(Config{})

@@ -14,12 +14,7 @@ import (
 // one word and then only heartbeats. After one full window (no warm-up) the
 // window holds 2 useful bytes over 10 s, below 1 B/s.
 func ExampleObserver() {
-	o := watchdog.NewObserver(watchdog.Config{Throughput: watchdog.Settings{
-		Enabled:           true,
-		Warmup:            watchdog.NoWarmup,
-		Window:            10 * time.Second,
-		MinBytesPerSecond: 1,
-	}})
+	o := watchdog.NewObserver(watchdog.Config{Throughput: true, Warmup: new(time.Duration(0)), Window: 10 * time.Second, MinBytesPerSecond: 1})
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	word := []byte("data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n")
 	ping := []byte(": ping\n\n")
@@ -46,7 +41,7 @@ func ExampleWrap() {
 	upstream := io.NopCloser(strings.NewReader(
 		"data: {\"type\":\"response.output_text.delta\",\"delta\":\"hello\"}\n\n"))
 	body := watchdog.Wrap(upstream, watchdog.Config{
-		Throughput:      watchdog.Settings{Enabled: true},
+		Throughput:      true,
 		IdleTimeout:     2 * time.Minute,
 		AttemptDeadline: 5 * time.Minute,
 	}, watchdog.Options{
@@ -73,14 +68,36 @@ func ExampleFindErrorEvent() {
 	// true error overloaded_error Overloaded
 }
 
-// FromEnv reads the settings through a lookup function.
+// FromEnv reads the settings through a lookup function and fills only the
+// fields whose variables are set; Normalize shows the values in force.
 func ExampleFromEnv() {
 	env := map[string]string{
 		"STREAM_THROUGHPUT_WATCHDOG_ENABLED": "true",
 		"STREAM_IDLE_TIMEOUT_MS":             "125000",
 	}
 	cfg, err := watchdog.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	fmt.Println(cfg.Throughput.Enabled, cfg.Throughput.Window, cfg.IdleTimeout, cfg.AttemptDeadline, err)
+	fmt.Println(cfg.Throughput, cfg.Window, cfg.IdleTimeout, cfg.AttemptDeadline, err)
+	n := cfg.Normalize()
+	fmt.Println(*n.Warmup, n.Window, *n.ReadinessTimeout)
 	// Output:
-	// true 30s 2m5s 0s <nil>
+	// true 0s 2m5s 0s <nil>
+	// 30s 30s 2m0s
+}
+
+// The readiness timeout (on by default, 120 s; 5 s here) aborts an attempt
+// that has sent nothing but heartbeats since it started.
+func ExampleObserver_readiness() {
+	o := watchdog.NewObserver(watchdog.Config{ReadinessTimeout: new(5 * time.Second)})
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	o.StartAt(start)
+	fmt.Println(o.ObserveAt([]byte(": keep-alive\n\n"), start.Add(2*time.Second)))
+	fmt.Println(o.CheckAt(start.Add(4999 * time.Millisecond)))
+	var e *watchdog.Error
+	if errors.As(o.CheckAt(start.Add(5*time.Second)), &e) {
+		fmt.Println(e.Code, e.Status, e.Reason)
+	}
+	// Output:
+	// <nil>
+	// <nil>
+	// STREAM_READINESS_TIMEOUT 504 readiness_timeout
 }

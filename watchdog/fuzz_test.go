@@ -3,6 +3,7 @@ package watchdog
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -19,10 +20,15 @@ func FuzzObserver(f *testing.F) {
 	f.Add([]byte(respHello+usage+emptyDelta+chatDoneEvt), uint64(4))
 	f.Add([]byte(strings.Repeat("x", 3000)+"\n\n"+chat("ok")), uint64(5))
 	f.Add([]byte("\r\r\n\n\r\n\r\n\n"), uint64(6))
+	f.Add([]byte("event: heartbeat\ndata: {}\n\ndata: {\"type\":\"Heartbeat\"}\n\n"+comment+chat("x")), uint64(7))
+	f.Add([]byte("data: "+strings.Repeat("z", 2000)), uint64(8))
 	cfg := Config{
-		Throughput:    Settings{Enabled: true, Warmup: MaxWarmup, Window: MaxWindow},
-		MaxEventBytes: MinMaxEventBytes,
+		Throughput: true, Warmup: new(maxWarmup), Window: maxWindow,
+		MaxEventBytes: minMaxEventBytes,
 	}
+	// Only the readiness timeout: events are parsed until the first one
+	// that is not a heartbeat.
+	readyCfg := Config{MaxEventBytes: minMaxEventBytes}
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
 		feed := func(o *Observer, rng *rand.Rand) {
 			for rest := data; len(rest) > 0; {
@@ -59,6 +65,27 @@ func FuzzObserver(f *testing.F) {
 			if s.UsefulBytes != w.UsefulBytes || s.Events != w.Events || s.ProtectedPhase != w.ProtectedPhase ||
 				s.Bytes != w.Bytes || (o.errEvent == nil) != (whole.errEvent == nil) || o.meaningful != whole.meaningful {
 				t.Fatalf("chunking changed the result: whole %+v, split %+v", w, s)
+			}
+		}
+		// Readiness alone sees the same first event, whatever the chunking.
+		for i, seed2 := range []uint64{3, 4} {
+			r := NewObserver(readyCfg)
+			if i == 0 {
+				if err := r.ObserveAt(data, t0); err != nil {
+					t.Fatalf("unexpected abort: %v", err)
+				}
+			} else {
+				rng := rand.New(rand.NewPCG(seed, seed2))
+				for rest := data; len(rest) > 0; {
+					n := 1 + rng.IntN(len(rest))
+					if err := r.ObserveAt(rest[:n], t0); err != nil {
+						t.Fatalf("unexpected abort: %v", err)
+					}
+					rest = rest[n:]
+				}
+			}
+			if st := r.StatsAt(t0); st.EventSeen != whole.meaningful {
+				t.Fatalf("readiness-only observer: event seen %v, full parser %v", st.EventSeen, whole.meaningful)
 			}
 		}
 	})
@@ -126,7 +153,7 @@ func refClassify(data []byte, name string) (eventInfo, bool) {
 		}
 	}
 	lower := asciiLower(typeName)
-	info.ping = lower == "ping"
+	info.ping = lower == "ping" || lower == "heartbeat"
 	info.isError = (valid && isObj && root["error"] != nil) || lower == "error" || lower == "response.failed"
 	if !valid {
 		return info, true
@@ -245,52 +272,91 @@ func nesting(b []byte) int {
 	return most
 }
 
-// FuzzSettingsNormalize checks that Normalize always lands in range, is
-// idempotent and yields settings Validate accepts.
-func FuzzSettingsNormalize(f *testing.F) {
+// FuzzConfigNormalize checks that Normalize always lands in range, is
+// idempotent, never modifies its receiver and yields a Config Validate
+// accepts.
+func FuzzConfigNormalize(f *testing.F) {
 	f.Add(true, int64(-1), int64(10), int64(0), int64(0), int64(0), int64(0), 0)
 	f.Add(false, int64(0), int64(0), int64(1), int64(1), int64(-5), int64(9), 1<<40)
 	f.Add(true, int64(1<<62), int64(-1<<62), int64(-1<<62), int64(1<<62), int64(1<<62), int64(-1), -1)
 	f.Fuzz(func(t *testing.T, en bool, warm, win, rate, minB, idle, dl int64, maxEv int) {
 		c := Config{
-			Throughput:      Settings{Enabled: en, Warmup: time.Duration(warm), Window: time.Duration(win), MinBytesPerSecond: rate, MinBytes: minB},
+			Throughput: en, Window: time.Duration(win), MinBytesPerSecond: rate, MinBytes: minB,
 			IdleTimeout:     time.Duration(idle),
 			AttemptDeadline: time.Duration(dl),
 			MaxEventBytes:   maxEv,
 		}
+		if warm%3 != 1 { // the warm-up is set two times out of three
+			c.Warmup = new(time.Duration(warm))
+		}
+		if dl%2 != 0 { // the readiness timeout takes the deadline's value half of the time
+			c.ReadinessTimeout = new(time.Duration(dl))
+		}
+		before := c
+		var warmBefore, readyBefore time.Duration
+		if c.Warmup != nil {
+			warmBefore = *c.Warmup
+		}
+		if c.ReadinessTimeout != nil {
+			readyBefore = *c.ReadinessTimeout
+		}
 		n := c.Normalize()
-		if n != n.Normalize() {
-			t.Fatalf("not idempotent: %+v then %+v", n, n.Normalize())
+		if c != before || (c.Warmup != nil && *c.Warmup != warmBefore) || (c.ReadinessTimeout != nil && *c.ReadinessTimeout != readyBefore) {
+			t.Fatalf("Normalize modified its receiver")
 		}
-		s := n.Throughput
-		if err := s.Validate(); err != nil {
-			t.Fatalf("normalised settings rejected: %v", err)
+		if n.Warmup == nil || n.ReadinessTimeout == nil || n.Warmup == c.Warmup || n.ReadinessTimeout == c.ReadinessTimeout {
+			t.Fatalf("Normalize left a default unset or shared a pointer: %+v", n)
 		}
-		if s.Enabled != en || (s.Warmup != NoWarmup && (s.Warmup < 0 || s.Warmup > MaxWarmup)) ||
-			s.Window < MinWindow || s.Window > MaxWindow || s.MinBytesPerSecond < 1 || s.MinBytes < 1 {
-			t.Fatalf("out of range: %+v", s)
+		if m := n.Normalize(); *m.Warmup != *n.Warmup || *m.ReadinessTimeout != *n.ReadinessTimeout ||
+			m.settings() != n.settings() {
+			t.Fatalf("not idempotent: %+v then %+v", n, m)
 		}
-		if ew := s.EffectiveWarmup(); ew < 0 || ew > MaxWarmup {
-			t.Fatalf("effective warm-up %v", ew)
+		if err := n.Validate(); err != nil {
+			t.Fatalf("normalised config rejected: %v", err)
 		}
-		if n.IdleTimeout < 0 || n.AttemptDeadline < 0 || n.MaxEventBytes < MinMaxEventBytes || n.MaxEventBytes > MaxMaxEventBytes {
+		if n.Throughput != en || *n.Warmup < 0 || *n.Warmup > maxWarmup ||
+			n.Window < minWindow || n.Window > maxWindow || n.MinBytesPerSecond < 1 || n.MinBytes < 1 {
 			t.Fatalf("out of range: %+v", n)
+		}
+		if n.IdleTimeout < 0 || n.AttemptDeadline < 0 || n.MaxEventBytes < minMaxEventBytes || n.MaxEventBytes > maxMaxEventBytes {
+			t.Fatalf("out of range: %+v", n)
+		}
+		if r := *n.ReadinessTimeout; r < 0 || r > maxReadinessTimeout || r != c.settings().readiness {
+			t.Fatalf("readiness out of range: %v → %v", c.ReadinessTimeout, r)
 		}
 	})
 }
 
-// FuzzFromEnv checks that any environment yields a normalised Config.
+// FuzzFromEnv checks that any environment yields a usable Config whose
+// refusals each name their variable and leave nothing behind.
 func FuzzFromEnv(f *testing.F) {
 	f.Add("true", "0", "2000", "5", "20", "125000", "300000")
 	f.Add("maybe", "-1", "999", "0", "x", "", " 7 ")
 	f.Fuzz(func(t *testing.T, en, warm, win, rate, minB, idle, dl string) {
 		m := map[string]string{
-			EnvEnabled: en, EnvWarmupMs: warm, EnvWindowMs: win, EnvMinBytesPerSecond: rate,
-			EnvMinBytes: minB, EnvIdleTimeoutMs: idle, EnvAttemptTimeoutMs: dl,
+			envEnabled: en, envWarmupMs: warm, envWindowMs: win, envMinBytesPerSecond: rate,
+			envMinBytes: minB, envIdleTimeoutMs: idle, envAttemptTimeoutMs: dl, envReadinessTimeoutMs: dl,
 		}
-		c, _ := FromEnv(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
-		if c != c.Normalize() {
-			t.Fatalf("not normalised: %+v", c)
+		c, err := FromEnv(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+		if verr := c.Validate(); verr != nil {
+			t.Fatalf("FromEnv(%q) = %+v, which Validate refuses: %v", m, c, verr)
+		}
+		var errs []error
+		if err != nil {
+			errs = err.(interface{ Unwrap() []error }).Unwrap()
+		}
+		for _, e := range errs {
+			var we *Error
+			if !errors.As(e, &we) || we.Code != CodeInvalidConfig || !errors.Is(e, ErrInvalidConfig) {
+				t.Fatalf("refusal %v is not an invalid_config *Error", e)
+			}
+			if _, ok := m[we.Field]; !ok {
+				t.Fatalf("refusal names %q", we.Field)
+			}
+		}
+		n := c.Normalize()
+		if r := *n.ReadinessTimeout; r < 0 || r > maxReadinessTimeout {
+			t.Fatalf("readiness %v out of range", r)
 		}
 	})
 }
@@ -312,7 +378,7 @@ func FuzzFindErrorEvent(f *testing.F) {
 		if ev.Status != 0 && (ev.Status < 100 || ev.Status > 599) {
 			t.Fatalf("status %d", ev.Status)
 		}
-		if sse := ev.SSE(); len(sse) <= DefaultMaxEventBytes {
+		if sse := ev.SSE(); len(sse) <= defaultMaxEventBytes {
 			again, ok := FindErrorEvent(sse)
 			if !ok || again.Event != ev.Event || !bytes.Equal(again.Data, ev.Data) {
 				t.Fatalf("SSE round trip: %q gives %+v, %v; want %+v", sse, again, ok, ev)

@@ -22,25 +22,28 @@ type sample struct {
 // Observer watches one streaming attempt. It is fed the raw upstream bytes,
 // chunk by chunk, splits them into SSE events, counts the useful text they
 // carry and applies the guards of its [Config]: the throughput rule, the
-// idle timeout and the attempt deadline.
+// idle timeout, the attempt deadline and the readiness timeout.
 //
 // The first failing guard makes the Observer abort: ObserveAt and CheckAt
 // return the same [*Error] from then on. The throughput rule is judged only
 // when a chunk arrives; total silence is the idle timeout's job.
 //
-// Every time-dependent method takes the time explicitly; the plain forms use
-// time.Now. Time going backwards is treated as no time passing. An Observer
-// never starts goroutines or timers and holds at most Config.MaxEventBytes
-// of buffered input. The zero value behaves like NewObserver(Config{}).
+// Every time-dependent method has an At form that takes the time
+// explicitly; the plain form X is shorthand for XAt(time.Now()). All the
+// times given to one Observer must come from the same clock. Time going
+// backwards is treated as no time passing. An Observer never starts
+// goroutines or timers and holds at most Config.MaxEventBytes of buffered
+// input. The zero value behaves like NewObserver(Config{}).
 // An Observer is safe for concurrent use.
 type Observer struct {
 	mu sync.Mutex // protects everything below
 
-	cfg   Config // normalised
-	init  bool   // cfg is set
-	parse bool   // events are parsed (throughput on, heartbeats held or errors wanted)
+	s     settings // the Config's effective values
+	init  bool     // s is set
+	parse bool     // events are parsed (throughput on or heartbeats held); see parsing
 
 	readyAfter time.Duration // warm-up plus one window
+	readiness  time.Duration // effective readiness timeout; 0: off
 
 	// Times are kept as offsets from begin, which keeps the hot path on
 	// plain integers.
@@ -53,7 +56,7 @@ type Observer struct {
 
 	chunks, rawBytes, events, useful int64
 	protected                        bool // a tool call or reasoning phase is in progress
-	meaningful                       bool // an event other than a heartbeat was seen
+	meaningful                       bool // an event other than a heartbeat was seen (readiness met)
 	err                              *Error
 	errEvent                         *ErrorEvent
 
@@ -83,32 +86,44 @@ func NewObserver(cfg Config) *Observer {
 }
 
 func (o *Observer) setup(cfg Config) {
-	o.cfg = cfg.Normalize()
-	o.parse = o.cfg.Throughput.Enabled || o.cfg.HoldHeartbeats
-	o.readyAfter = o.cfg.Throughput.EffectiveWarmup() + o.cfg.Throughput.Window
+	o.s = cfg.settings()
+	o.parse = o.s.throughput || o.s.hold
+	o.readyAfter = o.s.warmup + o.s.window
+	o.readiness = o.s.readiness
 	o.init = true
 }
 
+// parsing reports whether chunks are split into events: always while the
+// throughput rule is on or heartbeats are held (until StopParsing), and
+// otherwise until the readiness timeout is met by a first non-heartbeat
+// event.
+func (o *Observer) parsing() bool {
+	return o.parse || (o.readiness > 0 && !o.meaningful)
+}
+
 // StopParsing ends event parsing for the rest of the attempt unless the
-// throughput rule needs it: from then on useful bytes are no longer counted
-// and error events no longer looked for, while the time guards and the raw
-// byte count go on. A caller that needed events only up to a point (the
-// first useful output, say) calls it there to save the per-chunk work.
+// throughput rule needs it, or the readiness timeout is still waiting for
+// its first event (parsing then stops by itself at that event): from then
+// on useful bytes are no longer counted and error events no longer looked
+// for, while the time guards and the raw byte count go on. A caller that
+// needed events only up to a point (the first useful output, say) calls it
+// there to save the per-chunk work.
 func (o *Observer) StopParsing() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.lazyInit()
-	if !o.cfg.Throughput.Enabled {
+	if !o.s.throughput {
 		o.parse = false
 	}
 }
 
-// Config returns the normalised configuration.
+// Config returns the configuration in force, normalized (see
+// [Config.Normalize]).
 func (o *Observer) Config() Config {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.lazyInit()
-	return o.cfg
+	return o.s.config()
 }
 
 func (o *Observer) lazyInit() {
@@ -140,10 +155,10 @@ func (o *Observer) peekClock(now time.Time) time.Duration {
 // Start is shorthand for StartAt(time.Now()).
 func (o *Observer) Start() { o.StartAt(time.Now()) }
 
-// StartAt marks the start of the attempt, from which the attempt deadline
-// and the first idle period count. Without it they count from the first
-// chunk. Only the first call has an effect. The throughput warm-up always
-// counts from the first chunk.
+// StartAt marks the start of the attempt, from which the attempt deadline,
+// the readiness timeout and the first idle period count. Without it they
+// count from the first chunk. Only the first call has an effect. The
+// throughput warm-up always counts from the first chunk.
 func (o *Observer) StartAt(now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -155,10 +170,12 @@ func (o *Observer) StartAt(now time.Time) {
 func (o *Observer) Observe(chunk []byte) error { return o.ObserveAt(chunk, time.Now()) }
 
 // ObserveAt feeds one upstream chunk received at now and returns nil, or the
-// [*Error] that aborts the attempt. The idle timeout and the attempt deadline
-// are checked first (as of now, before the chunk counts); then the chunk's
-// complete events are judged and the throughput rule applied. An empty chunk
-// counts as a chunk for the idle timeout. ObserveAt never retains chunk.
+// [*Error] that aborts the attempt. The time guards (attempt deadline,
+// readiness timeout, idle timeout) are checked first, as of now and before
+// the chunk counts, so a first event arriving exactly when the readiness
+// timeout is due is too late; then the chunk's complete events are judged
+// and the throughput rule applied. An empty chunk counts as a chunk for the
+// idle timeout. ObserveAt never retains chunk.
 func (o *Observer) ObserveAt(chunk []byte, now time.Time) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -178,7 +195,7 @@ func (o *Observer) ObserveAt(chunk []byte, now time.Time) error {
 	o.lastChunk = off
 	o.chunks++
 	o.rawBytes += int64(len(chunk))
-	if !o.parse {
+	if !o.parsing() {
 		return nil
 	}
 	o.chunkUse = 0
@@ -187,16 +204,15 @@ func (o *Observer) ObserveAt(chunk []byte, now time.Time) error {
 		o.useful += o.chunkUse
 		o.addSample(off, o.chunkUse)
 	}
-	if !o.cfg.Throughput.Enabled {
+	if !o.s.throughput {
 		return nil
 	}
 	o.prune(off)
-	s := o.cfg.Throughput
 	rate := o.rate()
 	ready := off-o.startedAt >= o.readyAfter
-	measurable := o.windowBytes == 0 || o.windowBytes >= s.MinBytes
-	if ready && !o.protected && measurable && rate < float64(s.MinBytesPerSecond) {
-		e := newError(CodeThroughputTooLow, off, s.Window)
+	measurable := o.windowBytes == 0 || o.windowBytes >= o.s.minBytes
+	if ready && !o.protected && measurable && rate < float64(o.s.minBytesPerSecond) {
+		e := newError(CodeThroughputTooLow, off, o.s.window)
 		e.WindowBytes, e.Rate = o.windowBytes, rate
 		o.err = e
 		return e
@@ -207,9 +223,10 @@ func (o *Observer) ObserveAt(chunk []byte, now time.Time) error {
 // Check is shorthand for CheckAt(time.Now()).
 func (o *Observer) Check() error { return o.CheckAt(time.Now()) }
 
-// CheckAt applies the idle timeout and the attempt deadline at now without a
-// chunk, and returns the [*Error] that aborts the attempt, if any. A caller
-// blocked on a read calls it when [Observer.DueAt] passes.
+// CheckAt applies the time guards (attempt deadline, readiness timeout, idle
+// timeout) at now without a chunk, and returns the [*Error] that aborts the
+// attempt, if any. A caller blocked on a read calls it when the time
+// returned by [Observer.DueAt] passes.
 func (o *Observer) CheckAt(now time.Time) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -227,12 +244,16 @@ func (o *Observer) CheckAt(now time.Time) error {
 	return nil
 }
 
-// guards applies the attempt deadline, then the idle timeout.
+// guards applies the attempt deadline, then the readiness timeout, then
+// the idle timeout.
 func (o *Observer) guards(off time.Duration) *Error {
-	if d := o.cfg.AttemptDeadline; d > 0 && off >= d {
+	if d := o.s.deadline; d > 0 && off >= d {
 		return newError(CodeAttemptDeadline, off, d)
 	}
-	if d := o.cfg.IdleTimeout; d > 0 && off-o.idleSince() >= d {
+	if d := o.readiness; d > 0 && !o.meaningful && off >= d {
+		return newError(CodeReadinessTimeout, off, d)
+	}
+	if d := o.s.idle; d > 0 && off-o.idleSince() >= d {
 		return newError(CodeIdleTimeout, off, d)
 	}
 	return nil
@@ -246,26 +267,37 @@ func (o *Observer) idleSince() time.Duration {
 	return 0
 }
 
-// DueAt returns the earliest time at which CheckAt would abort if no chunk
-// arrived before it, and false when no time guard is configured, the
-// attempt has not started or it is already aborted.
-func (o *Observer) DueAt() (time.Time, bool) {
+// Due is shorthand for DueAt(time.Now()).
+func (o *Observer) Due() (time.Time, bool) { return o.DueAt(time.Now()) }
+
+// DueAt returns the earliest time, on the clock now was read from, at which
+// CheckAt would abort if no chunk arrived before it, and false when no time
+// guard is pending (none configured, or only a readiness timeout that is
+// already met), the attempt has not started or it is already aborted. The
+// result is now plus the time the attempt still has, so it may be at or
+// before now when a guard is already due; if the clock went back, the time
+// already counted is kept (no time passes). A caller waiting on a timer
+// waits DueAt(now).Sub(now).
+func (o *Observer) DueAt(now time.Time) (time.Time, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.lazyInit()
-	return o.dueAt()
+	return o.dueAt(now)
 }
 
-func (o *Observer) dueAt() (time.Time, bool) {
+func (o *Observer) dueAt(now time.Time) (time.Time, bool) {
 	if o.err != nil || !o.begun {
 		return time.Time{}, false
 	}
 	var due time.Duration
 	ok := false
-	if d := o.cfg.AttemptDeadline; d > 0 {
+	if d := o.s.deadline; d > 0 {
 		due, ok = d, true
 	}
-	if d := o.cfg.IdleTimeout; d > 0 {
+	if d := o.readiness; d > 0 && !o.meaningful && (!ok || d < due) {
+		due, ok = d, true
+	}
+	if d := o.s.idle; d > 0 {
 		if t := o.idleSince() + d; !ok || t < due {
 			due, ok = t, true
 		}
@@ -273,7 +305,7 @@ func (o *Observer) dueAt() (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	return o.begin.Add(due), true
+	return now.Add(due - o.peekClock(now)), true
 }
 
 // Err returns the error that aborted the attempt, or nil.
@@ -289,8 +321,10 @@ func (o *Observer) Err() error {
 // ErrorEvent returns a copy of the first error event seen in the stream (an
 // event named "error", a JSON "type" of "error" or "response.failed", or a
 // non-null root "error" field). Events are parsed only while the throughput
-// rule is enabled or heartbeats are held; otherwise it reports false. See
-// [FindErrorEvent] for a stream already in memory.
+// rule is enabled or heartbeats are held, and otherwise only up to the
+// chunk holding the first event other than a heartbeat (while the readiness
+// timeout waits for it); an error event after that is not seen and it
+// reports false. See [FindErrorEvent] for a stream already in memory.
 func (o *Observer) ErrorEvent() (ErrorEvent, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -304,7 +338,7 @@ func (o *Observer) ErrorEvent() (ErrorEvent, bool) {
 
 // Stats is a snapshot of an Observer.
 type Stats struct {
-	Enabled        bool          // the throughput rule is on
+	Throughput     bool          // the throughput rule is on
 	Started        time.Time     // first chunk; zero before it
 	LastChunk      time.Time     // latest chunk; zero before it
 	Chunks         int64         // chunks observed
@@ -314,6 +348,7 @@ type Stats struct {
 	WindowBytes    int64         // useful bytes inside the window
 	Rate           float64       // WindowBytes per second of window
 	ProtectedPhase bool          // a tool call or reasoning phase is in progress
+	EventSeen      bool          // an event other than a heartbeat was seen (readiness met)
 	Ready          bool          // warm-up and one full window have passed
 	Buffered       int           // bytes held by the parser
 	Err            error         // the abort, if any
@@ -330,12 +365,13 @@ func (o *Observer) StatsAt(now time.Time) Stats {
 	o.lazyInit()
 	off := o.peekClock(now)
 	st := Stats{
-		Enabled:        o.cfg.Throughput.Enabled,
+		Throughput:     o.s.throughput,
 		Chunks:         o.chunks,
 		Bytes:          o.rawBytes,
 		Events:         o.events,
 		UsefulBytes:    o.useful,
 		ProtectedPhase: o.protected,
+		EventSeen:      o.meaningful,
 		Buffered:       len(o.carry) + len(o.data),
 	}
 	if o.err != nil {
@@ -346,18 +382,18 @@ func (o *Observer) StatsAt(now time.Time) Stats {
 		st.Started, st.LastChunk = o.begin.Add(o.startedAt), o.begin.Add(o.lastChunk)
 		st.Ready = off-o.startedAt >= o.readyAfter
 	}
-	cut := off - o.cfg.Throughput.Window
+	cut := off - o.s.window
 	for k := range o.n {
 		if sm := o.ring[(o.head+k)%maxSamples]; sm.at >= cut {
 			st.WindowBytes += sm.bytes
 		}
 	}
-	st.Rate = float64(st.WindowBytes) / max(1, o.cfg.Throughput.Window.Seconds())
+	st.Rate = float64(st.WindowBytes) / max(1, o.s.window.Seconds())
 	return st
 }
 
 func (o *Observer) rate() float64 {
-	return float64(o.windowBytes) / max(1, o.cfg.Throughput.Window.Seconds())
+	return float64(o.windowBytes) / max(1, o.s.window.Seconds())
 }
 
 func (o *Observer) addSample(at time.Duration, n int64) {
@@ -381,7 +417,7 @@ func (o *Observer) addSample(at time.Duration, n int64) {
 // prune drops samples older than now − window (a sample exactly one window
 // old stays).
 func (o *Observer) prune(off time.Duration) {
-	cut := off - o.cfg.Throughput.Window
+	cut := off - o.s.window
 	for o.n > 0 && o.ring[o.head].at < cut {
 		o.windowBytes -= o.ring[o.head].bytes
 		o.head = (o.head + 1) % maxSamples
@@ -405,8 +441,8 @@ func (o *Observer) feed(chunk []byte) {
 			continue
 		}
 		total := o.carryN + len(seg)
-		if !o.skipping && o.evRaw+total+1 <= o.cfg.MaxEventBytes {
-			o.carry = appendBounded(o.carry, seg, o.cfg.MaxEventBytes)
+		if !o.skipping && o.evRaw+total+1 <= o.s.maxEventBytes {
+			o.carry = appendBounded(o.carry, seg, o.s.maxEventBytes)
 			o.line(o.carry, false)
 		} else if total == 1 && o.carry[0] == '\r' {
 			o.endEvent()
@@ -416,7 +452,7 @@ func (o *Observer) feed(chunk []byte) {
 		o.carry, o.carryN = o.carry[:0], 0
 	}
 	if o.pend != nil {
-		o.data = appendBounded(o.data[:0], o.pend, o.cfg.MaxEventBytes)
+		o.data = appendBounded(o.data[:0], o.pend, o.s.maxEventBytes)
 		o.pend = nil
 	}
 }
@@ -429,12 +465,12 @@ func (o *Observer) partial(rest []byte) {
 		first = o.carry[0]
 	}
 	maybeBlank := n == 1 && first == '\r'
-	if !o.skipping && !maybeBlank && o.evRaw+n+1 > o.cfg.MaxEventBytes {
+	if !o.skipping && !maybeBlank && o.evRaw+n+1 > o.s.maxEventBytes {
 		o.overflow()
 	}
 	switch {
 	case !o.skipping:
-		o.carry = appendBounded(o.carry, rest, o.cfg.MaxEventBytes)
+		o.carry = appendBounded(o.carry, rest, o.s.maxEventBytes)
 	case o.carryN == 0:
 		// Skipping: keep only the first byte, enough to recognise "\r\n".
 		o.carry = append(o.carry[:0], rest[0])
@@ -459,7 +495,7 @@ func (o *Observer) line(l []byte, inChunk bool) {
 		return
 	}
 	o.evRaw += raw
-	if o.evRaw > o.cfg.MaxEventBytes {
+	if o.evRaw > o.s.maxEventBytes {
 		o.overflow()
 		return
 	}
@@ -480,14 +516,14 @@ func (o *Observer) line(l []byte, inChunk bool) {
 			o.hasData, o.pend = true, value
 		case !o.hasData:
 			o.hasData = true
-			o.data = appendBounded(o.data[:0], value, o.cfg.MaxEventBytes)
+			o.data = appendBounded(o.data[:0], value, o.s.maxEventBytes)
 		default:
 			if o.pend != nil {
-				o.data = appendBounded(o.data[:0], o.pend, o.cfg.MaxEventBytes)
+				o.data = appendBounded(o.data[:0], o.pend, o.s.maxEventBytes)
 				o.pend = nil
 			}
-			o.data = appendBounded(o.data, []byte{'\n'}, o.cfg.MaxEventBytes)
-			o.data = appendBounded(o.data, value, o.cfg.MaxEventBytes)
+			o.data = appendBounded(o.data, []byte{'\n'}, o.s.maxEventBytes)
+			o.data = appendBounded(o.data, value, o.s.maxEventBytes)
 		}
 	case "event":
 		o.nameN = copy(o.name[:], value)

@@ -36,12 +36,7 @@ const (
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 func enabled(warmup, window, rate, minBytes int64) Config {
-	w := ms(warmup)
-	if warmup == 0 {
-		w = NoWarmup
-	}
-	return Config{Throughput: Settings{Enabled: true, Warmup: w, Window: ms(window),
-		MinBytesPerSecond: rate, MinBytes: minBytes}}
+	return Config{Throughput: true, Warmup: new(ms(warmup)), Window: ms(window), MinBytesPerSecond: rate, MinBytes: minBytes}
 }
 
 type step struct {
@@ -149,14 +144,17 @@ func TestScenarioResponsesDelta(t *testing.T) {
 	assert.InDelta(t, 5.0, st.Rate, 1e-9)
 }
 
-// Scenario 6: disabled never aborts and does not parse.
+// Scenario 6: disabled never aborts and does not parse. Disabled means
+// every guard off: the readiness timeout, on by default, is turned off too
+// (TestReadinessTimeoutHeartbeatsOnly shows the default config on this
+// stream).
 func TestScenarioDisabled(t *testing.T) {
-	o := NewObserver(Config{})
+	o := NewObserver(Config{ReadinessTimeout: new(time.Duration(0))})
 	for ms := int64(0); ms <= 120000; ms += 30000 {
 		require.NoError(t, o.ObserveAt([]byte(ping), at(ms)))
 	}
 	st := o.StatsAt(at(120000))
-	assert.False(t, st.Enabled)
+	assert.False(t, st.Throughput)
 	assert.Equal(t, int64(5), st.Chunks)
 	assert.Equal(t, int64(0), st.Events)
 	assert.Equal(t, at(0), st.Started)
@@ -223,15 +221,15 @@ func TestSplittingVariants(t *testing.T) {
 
 func TestOversizedEventIsDropped(t *testing.T) {
 	cfg := enabled(0, 1000, 1, 1)
-	cfg.MaxEventBytes = MinMaxEventBytes
+	cfg.MaxEventBytes = minMaxEventBytes
 	big := chat(strings.Repeat("a", 2000))
 	stream := big + chat("ok")
 	for _, size := range []int{1, 7, 100, 1024, len(stream)} {
 		o := NewObserver(cfg)
 		for i := 0; i < len(stream); i += size {
 			require.NoError(t, o.ObserveAt([]byte(stream[i:min(i+size, len(stream))]), at(0)))
-			require.LessOrEqual(t, o.StatsAt(at(0)).Buffered, MinMaxEventBytes)
-			require.LessOrEqual(t, cap(o.carry)+cap(o.data), 2*MinMaxEventBytes)
+			require.LessOrEqual(t, o.StatsAt(at(0)).Buffered, minMaxEventBytes)
+			require.LessOrEqual(t, cap(o.carry)+cap(o.data), 2*minMaxEventBytes)
 		}
 		st := o.StatsAt(at(0))
 		assert.Equal(t, int64(2), st.UsefulBytes, "chunk size %d", size)
@@ -243,7 +241,7 @@ func TestOversizedEventIsDropped(t *testing.T) {
 	for range 100 {
 		require.NoError(t, o.ObserveAt(chunk, at(0)))
 	}
-	assert.LessOrEqual(t, cap(o.carry), MinMaxEventBytes)
+	assert.LessOrEqual(t, cap(o.carry), minMaxEventBytes)
 	require.NoError(t, o.ObserveAt([]byte("\n\n"+chat("ok")), at(0)))
 	assert.Equal(t, int64(2), o.StatsAt(at(0)).UsefulBytes)
 }
@@ -264,12 +262,12 @@ func TestTimeGoingBackwards(t *testing.T) {
 func TestIdleTimeoutExplicitTime(t *testing.T) {
 	o := NewObserver(Config{IdleTimeout: 10 * time.Second})
 	o.StartAt(at(0))
-	due, ok := o.DueAt()
+	due, ok := o.DueAt(at(0))
 	require.True(t, ok)
 	assert.Equal(t, at(10000), due)
 	assert.NoError(t, o.CheckAt(at(9999)))
 	require.NoError(t, o.ObserveAt([]byte(ping), at(9999))) // any chunk resets the idle timer
-	due, _ = o.DueAt()
+	due, _ = o.DueAt(at(9999))
 	assert.Equal(t, at(19999), due)
 	assert.NoError(t, o.CheckAt(at(19998)))
 	err := o.CheckAt(at(19999))
@@ -281,7 +279,7 @@ func TestIdleTimeoutExplicitTime(t *testing.T) {
 	assert.Equal(t, ms(19999), e.Elapsed)
 	assert.True(t, e.Timeout())
 	assert.ErrorIs(t, err, ErrIdleTimeout)
-	_, ok = o.DueAt()
+	_, ok = o.DueAt(at(19999))
 	assert.False(t, ok)
 	assert.Same(t, e, o.ObserveAt([]byte(ping), at(20000)))
 }
@@ -299,7 +297,7 @@ func TestAttemptDeadlineExplicitTime(t *testing.T) {
 	for ms := int64(1000); ms < 5000; ms += 1000 {
 		require.NoError(t, o.ObserveAt([]byte(chat("steady")), at(ms)))
 	}
-	due, ok := o.DueAt()
+	due, ok := o.DueAt(at(4000))
 	require.True(t, ok)
 	assert.Equal(t, at(5000), due) // deadline earlier than idle (7000)
 	err := o.ObserveAt([]byte(chat("late")), at(5000))
@@ -315,7 +313,7 @@ func TestAttemptDeadlineExplicitTime(t *testing.T) {
 func TestCheckBeforeStartIsNoop(t *testing.T) {
 	o := NewObserver(Config{IdleTimeout: time.Second, AttemptDeadline: time.Second})
 	assert.NoError(t, o.CheckAt(at(100000)))
-	_, ok := o.DueAt()
+	_, ok := o.DueAt(at(100000))
 	assert.False(t, ok)
 }
 
@@ -350,7 +348,7 @@ func TestObserverErrorEvent(t *testing.T) {
 }
 
 func TestObserverConcurrentUse(t *testing.T) {
-	o := NewObserver(Config{Throughput: Settings{Enabled: true}, IdleTimeout: time.Minute})
+	o := NewObserver(Config{Throughput: true, IdleTimeout: time.Minute})
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
@@ -366,7 +364,7 @@ func TestObserverConcurrentUse(t *testing.T) {
 				case 2:
 					_ = o.StatsAt(now)
 				default:
-					_, _ = o.DueAt()
+					_, _ = o.DueAt(now)
 				}
 			}
 		}()

@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/routeguard/routeguard"
 	"github.com/routeguard/routeguard/cooldown"
 )
 
 // Run checks the store returned by newStore (a fresh, empty store on every
 // call) against the [cooldown.Store] contract: missing entries, creation,
-// deletion, ranging with updates inside the callback, atomic updates under
-// concurrency, and, when the store implements [cooldown.Sweeper], sweeping.
+// deletion, a round trip of every field of [cooldown.Entry], ranging with
+// updates inside the callback, atomic updates under concurrency, and, when
+// the store implements [cooldown.Sweeper], sweeping.
 func Run(t *testing.T, newStore func() cooldown.Store) {
 	t.Helper()
 	t.Run("Missing", func(t *testing.T) {
@@ -59,6 +61,35 @@ func Run(t *testing.T, newStore func() cooldown.Store) {
 		if _, ok := s.Load("k"); ok {
 			t.Fatalf("entry survived a delete")
 		}
+	})
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := newStore()
+		at := func(sec int) time.Time { return time.Date(2026, 1, 2, 3, 4, sec, 0, time.UTC) }
+		want := cooldown.Entry{
+			Options: cooldown.Options{Provider: "opencode-go", Class: routeguard.OAuth, DisableCooling: true, ExtraKeys: true},
+			State:   cooldown.CreditsExhausted, Until: at(1), Level: 4, TerminalAt: at(2),
+			Reason: "quota_exhausted", ErrorStatus: 402, ErrorCode: "insufficient_quota", LastError: "out of credits", LastErrorAt: at(3),
+			Streak: 2, StreakLast: at(4), StreakUntil: at(5),
+			Rechecks: 1, LastRecheck: at(6),
+			EgressIP: "1.2.3.4", EgressSeen: at(7),
+		}
+		s.Update("k", func(e *cooldown.Entry, _ bool) bool { *e = want; return true })
+		got, ok := s.Load("k")
+		if !ok || !sameEntry(got, want) {
+			t.Fatalf("Load(k) = %+v, %v; want %+v", got, ok, want)
+		}
+		s.Update("k", func(e *cooldown.Entry, found bool) bool {
+			if !found || !sameEntry(*e, want) {
+				t.Errorf("Update(k) saw %+v, %v; want %+v", *e, found, want)
+			}
+			return true
+		})
+		s.Range(func(k string, e cooldown.Entry) bool {
+			if k != "k" || !sameEntry(e, want) {
+				t.Errorf("Range gave %q: %+v; want k: %+v", k, e, want)
+			}
+			return true
+		})
 	})
 	t.Run("Range", func(t *testing.T) {
 		s := newStore()
@@ -123,4 +154,19 @@ func Run(t *testing.T, newStore func() cooldown.Store) {
 			t.Fatalf("swept entry still loads")
 		}
 	})
+}
+
+// sameEntry reports whether a and b are equal, comparing times as instants.
+func sameEntry(a, b cooldown.Entry) bool {
+	for _, p := range [][2]*time.Time{
+		{&a.Until, &b.Until}, {&a.TerminalAt, &b.TerminalAt}, {&a.LastErrorAt, &b.LastErrorAt},
+		{&a.StreakLast, &b.StreakLast}, {&a.StreakUntil, &b.StreakUntil}, {&a.LastRecheck, &b.LastRecheck},
+		{&a.EgressSeen, &b.EgressSeen},
+	} {
+		if !p[0].Equal(*p[1]) {
+			return false
+		}
+		*p[0], *p[1] = time.Time{}, time.Time{}
+	}
+	return a == b
 }

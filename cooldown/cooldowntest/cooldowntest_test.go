@@ -16,7 +16,7 @@ func TestMemoryStore(t *testing.T) {
 }
 
 // plainStore hides the optional interfaces of the memory store.
-type plainStore struct{ s *cooldown.MemoryStore }
+type plainStore struct{ s cooldown.Store }
 
 func (p plainStore) Load(conn string) (cooldown.Entry, bool) { return p.s.Load(conn) }
 func (p plainStore) Update(conn string, fn func(*cooldown.Entry, bool) bool) {
@@ -35,4 +35,8 @@ func BenchmarkMemoryStoreUpdate(b *testing.B) {
 	for b.Loop() {
 		s.Update("openai:k1", fn)
 	}
+}
+
+func TestCountingStore(t *testing.T) {
+	cooldowntest.Run(t, func() cooldown.Store { return newCountingStore() })
 }

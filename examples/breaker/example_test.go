@@ -6,14 +6,14 @@ import (
 	"github.com/routeguard/routeguard/breaker"
 )
 
-// Failures a router learns outside Allow are reported directly; repeats
-// from one connection within 5 s count once. The state survives a restart
-// as JSON records.
+// Failures a router learns outside AllowReportAt are reported directly;
+// repeats from one connection within 5 s count once. The state survives a
+// restart as JSON records.
 func Example_reportAndRestore() {
-	var changes []breaker.Change
+	var changes []breaker.Event
 	set := breaker.NewSet(breaker.Config{
-		Profiles:      profiles,
-		OnStateChange: func(c breaker.Change) { changes = append(changes, c) },
+		Profiles: profiles,
+		OnChange: func(e breaker.Event) { changes = append(changes, e) },
 	})
 	if err := reportAndRestore(os.Stdout, set, &changes); err != nil {
 		panic(err)

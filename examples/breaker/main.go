@@ -61,32 +61,32 @@ var profiles = map[string]breaker.Profile{
 // demo sends twelve calls through a breaker to the upstream at url, then
 // records failures directly and saves and restores the breaker's state.
 func demo(w io.Writer, client *http.Client, url string) error {
-	var changes []breaker.Change // the loop below is the only caller
+	var changes []breaker.Event // the loop below is the only caller
 	set := breaker.NewSet(breaker.Config{
 		Profiles: profiles,
 		// The hook runs outside the breaker's locks; keep the changes and
 		// print them after the line of the call that caused them.
-		OnStateChange: func(c breaker.Change) { changes = append(changes, c) },
+		OnChange: func(e breaker.Event) { changes = append(changes, e) },
 	})
 
 	for call := 1; call <= 12; call++ {
-		before, _ := set.State("flaky")
-		done, err := set.Allow("flaky")
-		var oe *breaker.OpenError
-		if errors.As(err, &oe) {
-			fmt.Fprintf(w, "call %2d  %-9v refused, Retry-After: %d\n", call, before, oe.RetryAfterSeconds())
-			time.Sleep(oe.RetryAfter)
+		before, _ := set.StateAt("flaky", time.Now())
+		done, err := set.AllowReportAt("flaky", time.Now())
+		var be *breaker.Error
+		if errors.As(err, &be) {
+			fmt.Fprintf(w, "call %2d  %-9v refused, Retry-After: %d\n", call, before, retryAfterSeconds(be.RetryAfter))
+			time.Sleep(be.RetryAfter)
 			printChanges(w, &changes)
 			continue
 		}
 		status, err := get(client, url)
-		outcome := breaker.Classify(status, err)
-		done(outcome)
+		outcome := breaker.Classify(status, nil, err)
+		done(breaker.Report{Outcome: outcome, At: time.Now()})
 		fmt.Fprintf(w, "call %2d  %-9v admitted, upstream %d (%v)\n", call, before, status, outcome)
 		printChanges(w, &changes)
 		time.Sleep(50 * time.Millisecond)
 	}
-	if st, _ := set.State("flaky"); st != breaker.Closed {
+	if st, _ := set.StateAt("flaky", time.Now()); st != breaker.Closed {
 		return fmt.Errorf("ended %v, want closed", st)
 	}
 	printChanges(w, &changes)
@@ -96,18 +96,18 @@ func demo(w io.Writer, client *http.Client, url string) error {
 
 // reportAndRestore records failures on set's closed "flaky" breaker
 // directly, then saves its state as JSON and restores it into a new set.
-func reportAndRestore(w io.Writer, set *breaker.Set, changes *[]breaker.Change) error {
-	// A router may also record failures it learns outside Allow. Repeats
-	// from one connection within 5 s count once.
+func reportAndRestore(w io.Writer, set *breaker.Set, changes *[]breaker.Event) error {
+	// A router may also record failures it learns outside AllowReportAt.
+	// Repeats from one connection within 5 s count once.
 	for _, conn := range []string{"key-1", "key-1", "key-2"} {
-		counted := set.Report("flaky", breaker.Report{Outcome: breaker.Failure, Conn: conn})
+		counted := set.ReportAt("flaky", breaker.Report{Outcome: breaker.Failure, Conn: conn}, time.Now())
 		fmt.Fprintf(w, "direct failure on %s counted: %v\n", conn, counted)
 	}
 	printChanges(w, changes)
 
 	// The breaker's state is plain data: save it anywhere, restore it after
 	// a restart.
-	saved, err := json.Marshal(set.Export())
+	saved, err := json.Marshal(set.SnapshotAt(time.Now()))
 	if err != nil {
 		return err
 	}
@@ -116,10 +116,10 @@ func reportAndRestore(w io.Writer, set *breaker.Set, changes *[]breaker.Change) 
 		return err
 	}
 	restored := breaker.NewSet(breaker.Config{Profiles: profiles})
-	if err := restored.Restore(records); err != nil {
+	if err := restored.RestoreAt(records, time.Now()); err != nil {
 		return err
 	}
-	st := restored.Get("flaky").Status()
+	st := restored.SnapshotAt(time.Now())[0]
 	fmt.Fprintf(w, "restored after a restart: %v with %d failures\n", st.State, st.Failures)
 	if st.State != breaker.Degraded || st.Failures != 2 {
 		return fmt.Errorf("restored %v with %d failures, want degraded with 2", st.State, st.Failures)
@@ -136,7 +136,13 @@ func get(client *http.Client, url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func printChanges(w io.Writer, changes *[]breaker.Change) {
+// retryAfterSeconds is the Retry-After a gateway would send for a wait:
+// whole seconds, rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+func printChanges(w io.Writer, changes *[]breaker.Event) {
 	for _, c := range *changes {
 		fmt.Fprintf(w, "         %v → %v\n", c.From, c.To)
 	}

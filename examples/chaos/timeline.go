@@ -136,28 +136,28 @@ func reason(code string) string {
 	return " (" + code + ")"
 }
 
-func (tl *timeline) breakerChange(c breaker.Change) {
+func (tl *timeline) breakerChange(c breaker.Event) {
 	tl.note("breaker %s: %v → %v", c.Provider, c.From, c.To)
 }
 
 func (tl *timeline) cooldownChange(e cooldown.Event) {
 	switch {
-	case e.To.State == cooldown.Cooling && e.From.State != cooldown.Cooling:
-		tl.note("key %s cooled for %v (%s)", e.Conn, e.To.Until.Sub(e.At).Round(time.Second), e.To.Reason)
-	case e.To.Terminal() && !e.From.Terminal():
-		tl.note("key %s is %v (%s)", e.Conn, e.To.State, e.To.Reason)
-	case e.To.State == cooldown.Available && e.From.State != cooldown.Available:
+	case e.State == cooldown.Cooling && e.From != cooldown.Cooling:
+		tl.note("key %s cooled for %v (%s)", e.Conn, e.Until.Sub(e.At).Round(time.Second), e.Reason)
+	case e.State.Terminal() && !e.From.Terminal():
+		tl.note("key %s is %v (%s)", e.Conn, e.State, e.Reason)
+	case e.State == cooldown.Available && e.From != cooldown.Available:
 		tl.note("key %s available again", e.Conn)
 	}
 }
 
-func (tl *timeline) lockoutChange(c lockout.Change) {
-	switch c.Kind {
-	case lockout.ChangeLocked:
-		tl.note("model %s locked on %s for %v (%s)", c.Lock.Model, c.Lock.Connection,
-			c.Lock.Until.Sub(c.Lock.LockedAt).Round(time.Second), c.Lock.Reason)
-	case lockout.ChangeDecayed, lockout.ChangeCleared:
-		tl.note("model %s unlocked on %s (%v)", c.Lock.Model, c.Lock.Connection, c.Kind)
+func (tl *timeline) lockoutChange(e lockout.Event) {
+	switch e.Kind {
+	case lockout.EventLocked:
+		tl.note("model %s locked on %s for %v (%s)", e.Model, e.Connection,
+			e.Until.Sub(e.LockedAt).Round(time.Second), e.Reason)
+	case lockout.EventDecayed, lockout.EventCleared:
+		tl.note("model %s unlocked on %s (%v)", e.Model, e.Connection, e.Kind)
 	}
 }
 

@@ -19,9 +19,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	adminapi "github.com/routeguard/routeguard/combo/admin"
 	"github.com/routeguard/routeguard/combo/combotest"
 	"github.com/routeguard/routeguard/examples/gateway/gw"
 	"github.com/routeguard/routeguard/lease"
+	"github.com/routeguard/routeguard/lease/leasetest"
 )
 
 const adminToken = "e2e-admin-token"
@@ -123,7 +125,7 @@ func TestE2ERetryAfterCoolsOneKey(t *testing.T) {
 	for range 3 {
 		a := g.chat(t, "keys", "hi", nil)
 		require.Equal(t, http.StatusOK, a.StatusCode, a.body)
-		assert.Equal(t, "k2", a.Header.Get("X-Routeguard-Connection"))
+		assert.Equal(t, "k2", servedBy(t, up["openai"]))
 	}
 	assert.Equal(t, 1, up["openai"].Count("sk-k1"), "the cooling key is not called again")
 	assert.Equal(t, 3, up["openai"].Count("sk-k2"))
@@ -157,7 +159,7 @@ func TestE2ERetryAfterCoolsOneKey(t *testing.T) {
 	assert.JSONEq(t, `{"cleared":1,"unchanged":1,"skippedTerminal":0,"lockoutsCleared":0}`, r.body)
 	a := g.chat(t, "keys", "hi", nil)
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
-	assert.Equal(t, "k1", a.Header.Get("X-Routeguard-Connection"))
+	assert.Equal(t, "k1", servedBy(t, up["openai"]))
 	assert.Equal(t, 2, up["openai"].Count("sk-k1"))
 }
 
@@ -181,7 +183,7 @@ func TestE2ENotFoundLocksOneModel(t *testing.T) {
 
 	a = g.chat(t, "openai/gpt-4o", "hi", nil)
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
-	assert.Equal(t, "k1", a.Header.Get("X-Routeguard-Connection"))
+	assert.Equal(t, "k1", servedBy(t, up["openai"]))
 
 	a = g.chat(t, "openai/retired-1", "hi", nil)
 	assert.Equal(t, http.StatusServiceUnavailable, a.StatusCode, a.body)
@@ -213,6 +215,17 @@ func TestE2ENotFoundLocksOneModel(t *testing.T) {
 	a = g.chat(t, "openai/retired-1", "hi", nil)
 	assert.Equal(t, http.StatusNotFound, a.StatusCode, "the cleared model is sent again")
 	assert.Equal(t, 3, up["openai"].Count("sk-k1"))
+}
+
+// servedBy returns the connection of u's latest call: the test
+// connections' keys are "sk-" + id. Clients are not told connection ids.
+func servedBy(t *testing.T, u *combotest.Upstream) string {
+	t.Helper()
+	calls := u.Calls()
+	if len(calls) == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(calls[len(calls)-1].Credential, "sk-")
 }
 
 // errorCode returns the error code of an OpenAI-style or admin error body.
@@ -274,12 +287,12 @@ func TestE2ESessionStaysOnItsConnection(t *testing.T) {
 	session := hdr("X-Session-Id", "agent-42")
 	first := g.chat(t, "rr", "turn 0", session.Clone())
 	require.Equal(t, http.StatusOK, first.StatusCode, first.body)
-	pinned := first.Header.Get("X-Routeguard-Connection")
+	pinned := servedBy(t, up["openai"])
 	require.NotEmpty(t, pinned)
 	for i := 1; i <= 5; i++ {
 		a := g.chat(t, "rr", "turn "+strconv.Itoa(i), session.Clone())
 		require.Equal(t, http.StatusOK, a.StatusCode, a.body)
-		assert.Equal(t, pinned, a.Header.Get("X-Routeguard-Connection"), "turn %d", i)
+		assert.Equal(t, pinned, servedBy(t, up["openai"]), "turn %d", i)
 	}
 	assert.Equal(t, 6, up["openai"].Count("sk-"+pinned))
 
@@ -288,7 +301,7 @@ func TestE2ESessionStaysOnItsConnection(t *testing.T) {
 	for i := range 6 {
 		a := g.chat(t, "rr", "conversation "+strconv.Itoa(i), nil)
 		require.Equal(t, http.StatusOK, a.StatusCode, a.body)
-		seen[a.Header.Get("X-Routeguard-Connection")] = true
+		seen[servedBy(t, up["openai"])] = true
 	}
 	assert.Len(t, seen, 3)
 
@@ -305,14 +318,13 @@ func TestE2EStaleLeaseRefusedBeforeUpstream(t *testing.T) {
 	up := upstreams(t, "openai")
 	cfg := config([]gw.Provider{provider("openai", up["openai"], "k1", "k2")})
 	cfg.APIKeys = []gw.APIKey{
-		{ID: "managed", Key: "rk-managed", Scopes: []string{lease.ScopeExclusive}, AllowedConnections: []string{"k2"}},
+		{ID: "managed", Key: "rk-managed", Scopes: []string{adminapi.ScopeLeaseExclusive}, AllowedConnections: []string{"k2"}},
 		{ID: "plain", Key: "rk-plain"},
 	}
 	g := startGateway(t, cfg)
-	owner, err := lease.NewOwner()
-	require.NoError(t, err)
+	owner := leasetest.Owner('A')
 	leaseCall := func(key, body string) answer {
-		return g.do(t, http.MethodPost, lease.Path,
+		return g.do(t, http.MethodPost, adminapi.LeasePath,
 			hdr("Authorization", "Bearer "+key, lease.HeaderOwner, owner, "Content-Type", "application/json"), body)
 	}
 
@@ -332,11 +344,13 @@ func TestE2EStaleLeaseRefusedBeforeUpstream(t *testing.T) {
 	}
 	a := g.chat(t, "openai/gpt-4o", "hi", withLease(1))
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
-	assert.Equal(t, "k2", a.Header.Get("X-Routeguard-Connection"))
+	assert.Equal(t, "k2", servedBy(t, up["openai"]))
 	require.Equal(t, 1, up["openai"].Total())
 	call := up["openai"].Calls()[0]
 	assert.Equal(t, "sk-k2", call.Credential)
-	assert.False(t, lease.HasLeaseHeaders(call.Header), "lease headers forwarded")
+	for k := range call.Header {
+		assert.False(t, strings.EqualFold(k, lease.HeaderOwner) || strings.EqualFold(k, lease.HeaderGeneration), "lease header %s forwarded", k)
+	}
 
 	a = g.chat(t, "openai/gpt-4o", "hi", withLease(2))
 	assert.Equal(t, http.StatusConflict, a.StatusCode, a.body)
@@ -349,7 +363,7 @@ func TestE2EStaleLeaseRefusedBeforeUpstream(t *testing.T) {
 	// A plain key keeps off the leased connection.
 	a = g.chat(t, "openai/gpt-4o", "hi", hdr("Authorization", "Bearer rk-plain"))
 	require.Equal(t, http.StatusOK, a.StatusCode, a.body)
-	assert.Equal(t, "k1", a.Header.Get("X-Routeguard-Connection"))
+	assert.Equal(t, "k1", servedBy(t, up["openai"]))
 
 	// After release the old generation is stale too.
 	rel := leaseCall("rk-managed", `{"action":"release","generation":1}`)
@@ -427,11 +441,10 @@ func TestE2EAdminAndRequestErrors(t *testing.T) {
 	cfg := config([]gw.Provider{provider("openai", up["openai"], "k1")})
 	cfg.APIKeys = []gw.APIKey{
 		{ID: "client", Key: "rk-client"},
-		{ID: "managed", Key: "rk-managed", Scopes: []string{lease.ScopeExclusive}, AllowedConnections: []string{"k1"}},
+		{ID: "managed", Key: "rk-managed", Scopes: []string{adminapi.ScopeLeaseExclusive}, AllowedConnections: []string{"k1"}},
 	}
 	g := startGateway(t, cfg)
-	owner, err := lease.NewOwner()
-	require.NoError(t, err)
+	owner := leasetest.Owner('A')
 
 	admin := "Bearer " + adminToken
 	big := `{"connectionIds":["` + strings.Repeat("k", 70<<10) + `"]}`
@@ -482,25 +495,25 @@ func TestE2EAdminAndRequestErrors(t *testing.T) {
 			body: `{"provider":"openai","model":"m","connectionId":"k1"}`, status: 400, code: "unknown_field"},
 		{name: "unknown admin path", method: "GET", path: "/api/nothing-here", header: hdr("Authorization", admin), status: 404, code: "not_found"},
 
-		{name: "lease without key", method: "POST", path: lease.Path, body: `{"action":"status","generation":1}`,
+		{name: "lease without key", method: "POST", path: adminapi.LeasePath, body: `{"action":"status","generation":1}`,
 			status: 401, code: "LEASE_AUTHENTICATION_REQUIRED"},
-		{name: "lease with unknown key", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-nope"),
+		{name: "lease with unknown key", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-nope"),
 			body: `{"action":"status","generation":1}`, status: 401, code: "LEASE_API_KEY_INVALID"},
-		{name: "lease wrong content type", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
+		{name: "lease wrong content type", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
 			body: `{"action":"acquire","model":"openai/m"}`, contentType: "text/plain", status: 415},
-		{name: "lease bad JSON", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
+		{name: "lease bad JSON", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
 			body: `{"action":`, status: 400, code: "LEASE_ACTION_INVALID"},
-		{name: "lease unknown field", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
+		{name: "lease unknown field", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
 			body: `{"action":"acquire","model":"openai/m","ttl":5}`, status: 400, code: "LEASE_ACTION_INVALID"},
-		{name: "lease oversized body", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
+		{name: "lease oversized body", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
 			body: big, status: 413},
-		{name: "lease without owner", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed"),
+		{name: "lease without owner", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed"),
 			body: `{"action":"acquire","model":"openai/m"}`, status: 400, code: "LEASE_CONTEXT_REQUIRED"},
-		{name: "lease unknown model", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
+		{name: "lease unknown model", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
 			body: `{"action":"acquire","model":"nowhere"}`, status: 400},
-		{name: "lease stale generation", method: "POST", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
+		{name: "lease stale generation", method: "POST", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed", lease.HeaderOwner, owner),
 			body: `{"action":"renew","generation":7}`, status: 409, code: "LEASE_FENCE_STALE"},
-		{name: "lease wrong method", method: "GET", path: lease.Path, header: hdr("Authorization", "Bearer rk-managed"), status: 405},
+		{name: "lease wrong method", method: "GET", path: adminapi.LeasePath, header: hdr("Authorization", "Bearer rk-managed"), status: 405},
 
 		{name: "chat without key", method: "POST", path: "/v1/chat/completions", body: chatBody("openai/m", "hi", false),
 			status: 401, code: "invalid_api_key"},
@@ -763,7 +776,8 @@ func TestE2EBadConfigRefused(t *testing.T) {
 		{"unknown field", `{"providers":[` + provider + `],"resilience":{"requestQueue":{"maxWait":5}}}`,
 			`resilience.requestQueue.maxWait: unknown field`},
 		{"duplicate id", `{"providers":[` + provider + `,` + provider + `]}`,
-			`providers[1].id: duplicate provider id "openai"`},
+			`providers[1].id: duplicate provider id "openai"` + "\n" +
+				`config: providers[1].connections[0].id: duplicate connection id "k1" (also in provider "openai")`},
 		{"unknown provider", `{"providers":[` + provider + `],"combos":[{"name":"c","targets":[{"provider":"anthropic","model":"m"}]}]}`,
 			`combos[0].targets[0].provider: unknown provider "anthropic"`},
 	} {

@@ -7,11 +7,22 @@
 //
 //	go run ./examples/gateway
 //	go run ./examples/gateway -config gateway.json -listen 127.0.0.1:9090
+//	go run ./examples/gateway -config gateway.yaml -check
+//
+// The configuration is JSON or YAML (by the file's extension) with one
+// schema, config.schema.json; ${NAME} references in its strings are read
+// from the environment. -check validates a file and exits: 0 with "ok",
+// or 2 with each problem and its field path. SIGHUP, or POST
+// /api/gateway/reload with the admin token, reloads the file without a
+// restart (a bad file is refused and the running configuration stays).
 //
 // It serves POST /v1/chat/completions (model = a combo name or
 // provider/model), GET /v1/models and the admin API under /api/, guarded
 // by the configured admin token (the anonymous health answer carries only
-// the overall status; session leases are taken with client API keys). SIGINT or SIGTERM stops it: in-flight
+// the overall status; session leases are taken with client API keys). The
+// configuration's "server" section bounds what a client can hold: header,
+// request and idle timeouts and a cap on concurrent requests (see package
+// gw). SIGINT or SIGTERM stops it: in-flight
 // requests get up to the -grace period to finish; a second signal ends the
 // process at once.
 //
@@ -33,6 +44,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -41,6 +53,10 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code))
+		}
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
@@ -49,12 +65,16 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "JSON configuration file (default: the embedded demo with fake providers)")
+	configPath := fs.String("config", "", "configuration file, .json or .yaml/.yml (default: the embedded demo with fake providers)")
+	check := fs.Bool("check", false, "validate the -config file and exit: 0 and \"ok\", or 2 with each error")
 	listen := fs.String("listen", "", "address to listen on (overrides the config; default "+gw.DefaultListen+")")
 	grace := fs.Duration("grace", 10*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
 	verbose := fs.Bool("v", false, "log every failed or skipped attempt")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *check {
+		return checkConfig(*configPath, stdout)
 	}
 
 	cfg, stopDemo, err := loadConfig(*configPath)
@@ -69,7 +89,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	srv, err := gw.New(cfg, gw.Options{Logger: logger})
+	opts := gw.Options{Logger: logger}
+	if *configPath != "" {
+		opts.Load = func() (*gw.Config, error) { return gw.Load(*configPath) }
+	}
+	srv, err := gw.New(cfg, opts)
 	if err != nil {
 		return err
 	}
@@ -79,11 +103,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	hs := srv.HTTPServer(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))
 	printBanner(stdout, ln.Addr().String(), cfg, *configPath == "")
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() { // SIGHUP reloads the file; the outcome is logged
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_, _ = srv.ReloadSource()
+			}
+		}
+	}()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -104,6 +141,27 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serr
 	}
 	return err
+}
+
+// exitCode is an error that ends the process with its code.
+type exitCode int
+
+func (e exitCode) Error() string { return "exit status " + strconv.Itoa(int(e)) }
+
+// checkConfig validates the file at path: "ok" on stdout, or each
+// problem with its field path and exit status 2.
+func checkConfig(path string, stdout io.Writer) error {
+	if path == "" {
+		fmt.Fprintln(stdout, "-check needs -config")
+		return exitCode(2)
+	}
+	_, err := gw.Load(path)
+	if err == nil {
+		fmt.Fprintln(stdout, "ok")
+		return nil
+	}
+	fmt.Fprintln(stdout, err)
+	return exitCode(2)
 }
 
 // loadConfig reads the file at path, or starts the demo providers when

@@ -106,21 +106,33 @@ type gatewayProc struct {
 // the test ends, if it is still running.
 func startGateway(t testing.TB, cfg *gw.Config, args ...string) *gatewayProc {
 	t.Helper()
-	bin := gatewayBinary(t)
-	flags := []string{"-listen", "127.0.0.1:0"}
+	path := ""
 	if cfg != nil {
 		data, err := json.Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join(t.TempDir(), "gateway.json")
+		path = filepath.Join(t.TempDir(), "gateway.json")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	return startGatewayFile(t, path, nil, args...)
+}
+
+// startGatewayFile starts the gateway binary on the configuration file at
+// path ("" runs the demo), with env added to the test's environment, and
+// waits until it answers.
+func startGatewayFile(t testing.TB, path string, env []string, args ...string) *gatewayProc {
+	t.Helper()
+	bin := gatewayBinary(t)
+	flags := []string{"-listen", "127.0.0.1:0"}
+	if path != "" {
 		flags = append(flags, "-config", path)
 	}
 	g := &gatewayProc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	g.cmd = exec.Command(bin, append(flags, args...)...)
+	g.cmd.Env = append(os.Environ(), env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.stdout, g.stderr
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)

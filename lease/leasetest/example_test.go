@@ -9,6 +9,7 @@ import (
 
 func ExampleOwner() {
 	tok := leasetest.Owner('A')
-	fmt.Println(len(tok), lease.ValidOwner(tok))
-	// Output: 47 true
+	_, err := lease.ParseOwner(tok)
+	fmt.Println(len(tok), err)
+	// Output: 47 <nil>
 }

@@ -1,8 +1,9 @@
 // Package leasetest checks that an implementation of [lease.Store] keeps
-// the lease contract: lease results and generations, lazy expiry,
-// idempotent release, transitions that keep the generation, the fence
-// verdicts, tolerance of a clock that goes backwards, and global
-// uniqueness of active owners and connections under concurrency.
+// the lease contract: acquisition, renewal and refusals (the package's
+// sentinels), generations, lazy expiry, idempotent release, transitions
+// that keep the generation, the fence refusals, tolerance of a clock that
+// goes backwards, and global uniqueness of active owners and connections
+// under concurrency.
 //
 // A store passes when [Run] reports no failures:
 //
@@ -13,6 +14,7 @@ package leasetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -30,7 +32,7 @@ const TTL = 120 * time.Second
 
 // Owner returns a well-formed owner token made of 43 copies of c (one of
 // A–Z, a–z, 0–9, '-' or '_').
-func Owner(c byte) string { return lease.OwnerPrefix + strings.Repeat(string(c), 43) }
+func Owner(c byte) string { return "vlo_" + strings.Repeat(string(c), 43) }
 
 // Run runs the conformance suite as subtests of t. newStore returns a new,
 // empty store for each subtest; it may register cleanups on the t it is
@@ -66,31 +68,95 @@ var cases = []struct {
 
 var bg = context.Background()
 
-func req(owner lease.OwnerHash, key, conn string, ttl time.Duration) lease.Request {
-	return lease.Request{Owner: owner, APIKeyID: key, Provider: "p", Connection: conn, TTL: ttl}
+// outcome is what a test expects of Acquire.
+type outcome int
+
+const (
+	acquired    outcome = iota // a new lease
+	reused                     // the owner's lease renewed in place
+	ownerActive                // ErrOwnerAlreadyActive
+	busy                       // the capacity refusal, with the occupant's expiry
+)
+
+func (o outcome) String() string {
+	return [...]string{"ACQUIRED", "REUSED", "OWNER_ALREADY_ACTIVE", "CONNECTION_BUSY"}[o]
 }
 
-func acquire(t *testing.T, s lease.Store, r lease.Request, now time.Time, want lease.Result) lease.Outcome {
-	t.Helper()
-	out, err := s.Acquire(bg, r, now)
-	if err != nil {
-		t.Fatalf("Acquire(%s, %s) at %v: %v", r.APIKeyID, r.Connection, now, err)
-	}
-	if out.Result != want {
-		t.Fatalf("Acquire(%s, %s) at %v = %s, want %s", r.APIKeyID, r.Connection, now, out.Result, want)
-	}
-	return out
+type req struct {
+	owner          lease.OwnerHash
+	key, conn, pro string
+	ttl            time.Duration
 }
 
-func check(t *testing.T, step string, got lease.Outcome, err error, want lease.Result) lease.Outcome {
+func request(owner lease.OwnerHash, key, conn string, ttl time.Duration) req {
+	return req{owner: owner, key: key, conn: conn, pro: "p", ttl: ttl}
+}
+
+// acquire runs Acquire and checks its outcome. For busy it returns the
+// occupant's expiry as the lease's ExpiresAt.
+func acquire(t *testing.T, s lease.Store, r req, now time.Time, want outcome) lease.Lease {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", step, err)
+	l, renewed, err := s.Acquire(bg, lease.Holder{Owner: r.owner, APIKeyID: r.key}, r.pro, r.conn, r.ttl, now)
+	got := acquired
+	switch {
+	case err == nil && renewed:
+		got = reused
+	case err == nil:
+	case errors.Is(err, lease.ErrOwnerAlreadyActive):
+		got = ownerActive
+	case errors.Is(err, lease.ErrCapacityUnavailable):
+		got = busy
+		var le *lease.Error
+		if !errors.As(err, &le) {
+			t.Fatalf("Acquire(%s, %s) at %v: capacity refusal %v is not a *lease.Error", r.key, r.conn, now, err)
+		}
+		l = lease.Lease{ExpiresAt: le.Until}
+	default:
+		t.Fatalf("Acquire(%s, %s) at %v: %v", r.key, r.conn, now, err)
 	}
-	if got.Result != want {
-		t.Fatalf("%s = %s, want %s", step, got.Result, want)
+	if got != want {
+		t.Fatalf("Acquire(%s, %s) at %v = %s (%v), want %s", r.key, r.conn, now, got, err, want)
 	}
-	return got
+	return l
+}
+
+// authMismatch stands, as a wanted refusal, for the contract's
+// authorization mismatch: a *lease.Error with CodeFenceStale and the
+// Detail the lease package documents for it.
+var authMismatch = errors.New(`a LEASE_FENCE_STALE *lease.Error with Detail "` + authMismatchDetail + `"`)
+
+const authMismatchDetail = "lease held under another api key"
+
+// connectionIneligible is the end reason of a move.
+const connectionIneligible = lease.Reason("CONNECTION_INELIGIBLE")
+
+// isAuthMismatch reports whether err is the authorization mismatch.
+func isAuthMismatch(err error) bool {
+	var le *lease.Error
+	return errors.As(err, &le) && le.Code == lease.CodeFenceStale && le.Detail == authMismatchDetail
+}
+
+// same reports whether got is the refusal want (nil for success). A
+// plain ErrFenceStale is not an authorization mismatch, nor the other way
+// round.
+func same(got, want error) bool {
+	if want == nil || got == nil {
+		return got == want
+	}
+	if want == authMismatch {
+		return isAuthMismatch(got)
+	}
+	if want == lease.ErrFenceStale && isAuthMismatch(got) {
+		return false
+	}
+	return errors.Is(got, want)
+}
+
+func check(t *testing.T, step string, err, want error) {
+	t.Helper()
+	if !same(err, want) {
+		t.Fatalf("%s: error %v, want %v", step, err, want)
+	}
 }
 
 func checkLease(t *testing.T, step string, l lease.Lease, gen uint64, conn string, expires time.Time) {
@@ -105,10 +171,9 @@ var ownerA = lease.HashOwner(Owner('A'))
 var ownerB = lease.HashOwner(Owner('B'))
 
 func testAcquireNew(t *testing.T, s lease.Store) {
-	out := acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired)
-	l := out.Lease
+	l := acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired)
 	checkLease(t, "acquire", l, 1, "c1", T0.Add(TTL))
-	if l.State != lease.StateActive || !l.AcquiredAt.Equal(T0) || l.APIKeyID != "k1" || l.Provider != "p" || !l.Owner.Equal(ownerA) {
+	if l.State != lease.StateActive || !l.AcquiredAt.Equal(T0) || l.APIKeyID != "k1" || l.Provider != "p" || l.Owner != ownerA {
 		t.Fatalf("acquire: lease %+v", l)
 	}
 	got, ok, err := s.Owned(bg, ownerA, T0)
@@ -125,27 +190,27 @@ func testAcquireNew(t *testing.T, s lease.Store) {
 }
 
 func testAcquireReused(t *testing.T, s lease.Store) {
-	acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired)
-	r := req(ownerA, "k1", "c1", TTL)
-	r.Provider = "p2"
-	out := acquire(t, s, r, T0.Add(time.Second), lease.ResultReused)
-	checkLease(t, "reuse", out.Lease, 1, "c1", T0.Add(121*time.Second))
-	if out.Lease.Provider != "p2" || !out.Lease.RenewedAt.Equal(T0.Add(time.Second)) || !out.Lease.AcquiredAt.Equal(T0) {
-		t.Fatalf("reuse: lease %+v; want provider p2, renewed at T0+1s, acquired at T0", out.Lease)
+	acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired)
+	r := request(ownerA, "k1", "c1", TTL)
+	r.pro = "p2"
+	l := acquire(t, s, r, T0.Add(time.Second), reused)
+	checkLease(t, "reuse", l, 1, "c1", T0.Add(121*time.Second))
+	if l.Provider != "p2" || !l.RenewedAt.Equal(T0.Add(time.Second)) || !l.AcquiredAt.Equal(T0) {
+		t.Fatalf("reuse: lease %+v; want provider p2, renewed at T0+1s, acquired at T0", l)
 	}
 }
 
 func testOwnerActiveAndBusy(t *testing.T, s lease.Store) {
-	first := acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired)
-	acquire(t, s, req(ownerA, "k2", "c2", TTL), T0.Add(time.Second), lease.ResultOwnerAlreadyActive)
-	acquire(t, s, req(ownerA, "k1", "c2", TTL), T0.Add(time.Second), lease.ResultOwnerAlreadyActive)
-	acquire(t, s, req(ownerA, "k2", "c1", TTL), T0.Add(time.Second), lease.ResultOwnerAlreadyActive)
-	busy := acquire(t, s, req(ownerB, "k1", "c1", TTL), T0.Add(2*time.Second), lease.ResultConnectionBusy)
-	if !busy.BusyUntil.Equal(first.Lease.ExpiresAt) {
-		t.Fatalf("busy until %v, want A's expiry %v", busy.BusyUntil, first.Lease.ExpiresAt)
+	first := acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired)
+	acquire(t, s, request(ownerA, "k2", "c2", TTL), T0.Add(time.Second), ownerActive)
+	acquire(t, s, request(ownerA, "k1", "c2", TTL), T0.Add(time.Second), ownerActive)
+	acquire(t, s, request(ownerA, "k2", "c1", TTL), T0.Add(time.Second), ownerActive)
+	occupied := acquire(t, s, request(ownerB, "k1", "c1", TTL), T0.Add(2*time.Second), busy)
+	if !occupied.ExpiresAt.Equal(first.ExpiresAt) {
+		t.Fatalf("busy until %v, want A's expiry %v", occupied.ExpiresAt, first.ExpiresAt)
 	}
 	got, ok, _ := s.Owned(bg, ownerA, T0.Add(2*time.Second))
-	if !ok || got.Connection != "c1" || got.APIKeyID != "k1" || !got.ExpiresAt.Equal(first.Lease.ExpiresAt) {
+	if !ok || got.Connection != "c1" || got.APIKeyID != "k1" || !got.ExpiresAt.Equal(first.ExpiresAt) {
 		t.Fatalf("A's lease changed: %+v", got)
 	}
 	if _, ok, _ := s.Owned(bg, ownerB, T0.Add(2*time.Second)); ok {
@@ -154,201 +219,205 @@ func testOwnerActiveAndBusy(t *testing.T, s lease.Store) {
 }
 
 func testRenewAndRelease(t *testing.T, s lease.Store) {
-	g := acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired).Lease.Generation
+	g := acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired).Generation
 	h := lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: g}
 	at := T0.Add(10 * time.Second)
 	stale := h
 	stale.Generation = g + 1
-	out, err := s.Renew(bg, stale, TTL, at)
-	check(t, "renew g+1", out, err, lease.ResultStale)
-	out, err = s.Renew(bg, h, TTL, at)
-	out = check(t, "renew g", out, err, lease.ResultRenewed)
-	checkLease(t, "renew g", out.Lease, g, "c1", at.Add(TTL))
+	_, err := s.Renew(bg, stale, TTL, at)
+	check(t, "renew g+1", err, lease.ErrFenceStale)
+	l, err := s.Renew(bg, h, TTL, at)
+	check(t, "renew g", err, nil)
+	checkLease(t, "renew g", l, g, "c1", at.Add(TTL))
 	otherKey := h
 	otherKey.APIKeyID = "k2"
-	out, err = s.Renew(bg, otherKey, TTL, at)
-	check(t, "renew other key", out, err, lease.ResultStale)
+	_, err = s.Renew(bg, otherKey, TTL, at)
+	check(t, "renew other key", err, lease.ErrFenceStale)
 	older := h
 	older.Generation = g - 1
-	out, err = s.Release(bg, older, lease.ReasonOwnerExit, at)
-	check(t, "release g-1", out, err, lease.ResultStale)
-	out, err = s.Release(bg, otherKey, lease.ReasonOwnerExit, at)
-	check(t, "release other key", out, err, lease.ResultStale)
-	out, err = s.Release(bg, h, lease.ReasonOwnerExit, at)
-	out = check(t, "release g", out, err, lease.ResultReleased)
-	if out.Lease.State != lease.StateReleased || out.Lease.EndReason != lease.ReasonOwnerExit || !out.Lease.EndedAt.Equal(at) {
-		t.Fatalf("release g: lease %+v", out.Lease)
+	_, _, err = s.Release(bg, older, lease.ReasonOwnerExit, at)
+	check(t, "release g-1", err, lease.ErrFenceStale)
+	_, _, err = s.Release(bg, otherKey, lease.ReasonOwnerExit, at)
+	check(t, "release other key", err, lease.ErrFenceStale)
+	l, again, err := s.Release(bg, h, lease.ReasonOwnerExit, at)
+	check(t, "release g", err, nil)
+	if l.State != lease.StateReleased || l.EndReason != lease.ReasonOwnerExit || !l.EndedAt.Equal(at) {
+		t.Fatalf("release g: lease %+v", l)
 	}
-	if out.Repeated {
-		t.Fatalf("first release reported Repeated")
+	if again {
+		t.Fatalf("first release reported again")
 	}
-	out, err = s.Release(bg, h, lease.ReasonOwnerExit, at.Add(time.Second))
-	out = check(t, "release g again", out, err, lease.ResultReleased)
-	if !out.Repeated || out.Lease.State != lease.StateReleased || !out.Lease.EndedAt.Equal(at) {
-		t.Fatalf("release g again: %+v, want the released lease with Repeated", out)
+	l, again, err = s.Release(bg, h, lease.ReasonOwnerExit, at.Add(time.Second))
+	check(t, "release g again", err, nil)
+	if !again || l.State != lease.StateReleased || !l.EndedAt.Equal(at) {
+		t.Fatalf("release g again: %+v, %v; want the released lease with again", l, again)
 	}
-	out, err = s.Release(bg, otherKey, lease.ReasonOwnerExit, at.Add(time.Second))
-	check(t, "release g again, other key", out, err, lease.ResultStale)
+	_, _, err = s.Release(bg, otherKey, lease.ReasonOwnerExit, at.Add(time.Second))
+	check(t, "release g again, other key", err, lease.ErrFenceStale)
 	if _, ok, _ := s.Owned(bg, ownerA, at); ok {
 		t.Fatalf("released lease still active")
 	}
-	acquire(t, s, req(ownerB, "k1", "c1", TTL), at.Add(time.Second), lease.ResultAcquired)
+	acquire(t, s, request(ownerB, "k1", "c1", TTL), at.Add(time.Second), acquired)
 }
 
 func testTransition(t *testing.T, s lease.Store) {
-	g := acquire(t, s, req(ownerA, "k1", "c-b", TTL), T0, lease.ResultAcquired).Lease.Generation
+	g := acquire(t, s, request(ownerA, "k1", "c-b", TTL), T0, acquired).Generation
 	h := lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: g}
-	acquire(t, s, req(ownerB, "k1", "c-busy", TTL), T0, lease.ResultAcquired)
+	acquire(t, s, request(ownerB, "k1", "c-busy", TTL), T0, acquired)
 	at := T0.Add(5 * time.Second)
 
-	out, err := s.Transition(bg, h, "p", "c-b", lease.ReasonConnectionIneligible, TTL, at)
-	out = check(t, "transition to same", out, err, lease.ResultReused)
-	checkLease(t, "transition to same", out.Lease, g, "c-b", T0.Add(TTL))
-	out, err = s.Transition(bg, h, "p", "c-busy", lease.ReasonConnectionIneligible, TTL, at)
-	check(t, "transition to busy", out, err, lease.ResultConnectionBusy)
+	l, prev, err := s.Transition(bg, h, "p", "c-b", connectionIneligible, TTL, at)
+	check(t, "transition to same", err, nil)
+	checkLease(t, "transition to same", l, g, "c-b", T0.Add(TTL))
+	if prev != (lease.Lease{}) {
+		t.Fatalf("transition to same: previous %+v, want none", prev)
+	}
+	_, _, err = s.Transition(bg, h, "p", "c-busy", connectionIneligible, TTL, at)
+	var le *lease.Error
+	if !errors.Is(err, lease.ErrCapacityUnavailable) || !errors.As(err, &le) || !le.Until.Equal(T0.Add(TTL)) {
+		t.Fatalf("transition to busy: %v, want a capacity refusal until %v", err, T0.Add(TTL))
+	}
 	stale := h
 	stale.Generation++
-	out, err = s.Transition(bg, stale, "p", "c-c", lease.ReasonConnectionIneligible, TTL, at)
-	check(t, "transition stale", out, err, lease.ResultStale)
+	_, _, err = s.Transition(bg, stale, "p", "c-c", connectionIneligible, TTL, at)
+	check(t, "transition stale", err, lease.ErrFenceStale)
 
-	out, err = s.Transition(bg, h, "p2", "c-c", lease.ReasonConnectionIneligible, TTL, at)
-	out = check(t, "transition", out, err, lease.ResultTransitioned)
-	checkLease(t, "transition", out.Lease, g, "c-c", at.Add(TTL))
-	if out.Lease.Provider != "p2" || out.Previous.State != lease.StateInvalidated ||
-		out.Previous.EndReason != lease.ReasonConnectionIneligible || out.Previous.Connection != "c-b" {
-		t.Fatalf("transition: lease %+v previous %+v", out.Lease, out.Previous)
+	l, prev, err = s.Transition(bg, h, "p2", "c-c", connectionIneligible, TTL, at)
+	check(t, "transition", err, nil)
+	checkLease(t, "transition", l, g, "c-c", at.Add(TTL))
+	if l.Provider != "p2" || prev.State != lease.StateInvalidated ||
+		prev.EndReason != connectionIneligible || prev.Connection != "c-b" {
+		t.Fatalf("transition: lease %+v previous %+v", l, prev)
 	}
 	fences := []struct {
 		key, conn string
-		want      lease.Result
+		want      error
 	}{
-		{"k1", "c-b", lease.ResultConnectionMismatch},
-		{"k1", "c-c", lease.ResultValid},
-		{"k2", "c-c", lease.ResultAuthorizationMismatch},
+		{"k1", "c-b", lease.ErrConnectionMismatch},
+		{"k1", "c-c", nil},
+		{"k2", "c-c", authMismatch},
 	}
 	for _, f := range fences {
-		got, err := s.Fence(bg, lease.Holder{Owner: ownerA, APIKeyID: f.key, Generation: g}, f.conn, at)
-		if err != nil || got != f.want {
-			t.Errorf("Fence(%s, g, %s) = %s, %v; want %s", f.key, f.conn, got, err, f.want)
+		err := s.Fence(bg, lease.Holder{Owner: ownerA, APIKeyID: f.key, Generation: g}, f.conn, at)
+		if !same(err, f.want) {
+			t.Errorf("Fence(%s, g, %s) = %v; want %v", f.key, f.conn, err, f.want)
 		}
 	}
 	// The old connection is free again.
-	acquire(t, s, req(lease.HashOwner(Owner('C')), "k1", "c-b", TTL), at, lease.ResultAcquired)
+	acquire(t, s, request(lease.HashOwner(Owner('C')), "k1", "c-b", TTL), at, acquired)
 }
 
 func testLazyExpiry(t *testing.T, s lease.Store) {
-	g := acquire(t, s, req(ownerA, "k1", "c1", time.Second), T0.Add(13*time.Second), lease.ResultAcquired).Lease.Generation
+	g := acquire(t, s, request(ownerA, "k1", "c1", time.Second), T0.Add(13*time.Second), acquired).Generation
 	expired, err := s.Reconcile(bg, T0.Add(15*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(expired) != 1 || expired[0].State != lease.StateExpired || expired[0].EndReason != lease.ReasonTTLExpired || expired[0].Generation != g {
+	if len(expired) != 1 || expired[0].State != lease.StateExpired || expired[0].EndReason != lease.Reason("TTL_EXPIRED") || expired[0].Generation != g {
 		t.Fatalf("Reconcile = %+v, want one lease EXPIRED with TTL_EXPIRED", expired)
 	}
 	if again, _ := s.Reconcile(bg, T0.Add(15*time.Second)); len(again) != 0 {
 		t.Fatalf("second Reconcile expired %d leases, want 0", len(again))
 	}
-	out := acquire(t, s, req(ownerA, "k1", "c1", time.Second), T0.Add(16*time.Second), lease.ResultAcquired)
-	if out.Lease.Generation != g+1 {
-		t.Fatalf("generation after expiry = %d, want %d", out.Lease.Generation, g+1)
+	l := acquire(t, s, request(ownerA, "k1", "c1", time.Second), T0.Add(16*time.Second), acquired)
+	if l.Generation != g+1 {
+		t.Fatalf("generation after expiry = %d, want %d", l.Generation, g+1)
 	}
 	// Without Reconcile, an expired lease frees its connection on the next
 	// operation that touches it.
-	acquire(t, s, req(ownerB, "k1", "c1", TTL), T0.Add(17*time.Second), lease.ResultAcquired)
+	acquire(t, s, request(ownerB, "k1", "c1", TTL), T0.Add(17*time.Second), acquired)
 }
 
 func testGenerationsKeepRising(t *testing.T, s lease.Store) {
-	g1 := acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired).Lease.Generation
+	g1 := acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired).Generation
 	if g1 != 1 {
 		t.Fatalf("first generation = %d, want 1", g1)
 	}
-	out, err := s.Release(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, lease.ReasonOwnerExit, T0.Add(time.Second))
-	check(t, "release 1", out, err, lease.ResultReleased)
-	g2 := acquire(t, s, req(ownerA, "k1", "c1", TTL), T0.Add(2*time.Second), lease.ResultAcquired).Lease.Generation
+	_, _, err := s.Release(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, lease.ReasonOwnerExit, T0.Add(time.Second))
+	check(t, "release 1", err, nil)
+	g2 := acquire(t, s, request(ownerA, "k1", "c1", TTL), T0.Add(2*time.Second), acquired).Generation
 	if g2 != 2 {
 		t.Fatalf("generation after release = %d, want 2", g2)
 	}
-	out, err = s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 2}, lease.ReasonHealthOrCooldown, T0.Add(3*time.Second))
-	check(t, "invalidate 2", out, err, lease.ResultInvalidated)
-	g3 := acquire(t, s, req(ownerA, "k2", "c2", TTL), T0.Add(4*time.Second), lease.ResultAcquired).Lease.Generation
+	_, err = s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 2}, "HEALTH_OR_COOLDOWN", T0.Add(3*time.Second))
+	check(t, "invalidate 2", err, nil)
+	g3 := acquire(t, s, request(ownerA, "k2", "c2", TTL), T0.Add(4*time.Second), acquired).Generation
 	if g3 != 3 {
 		t.Fatalf("generation after invalidate = %d, want 3", g3)
 	}
 	// Another owner's generations are its own.
-	if g := acquire(t, s, req(ownerB, "k1", "c1", TTL), T0.Add(4*time.Second), lease.ResultAcquired).Lease.Generation; g != 1 {
+	if g := acquire(t, s, request(ownerB, "k1", "c1", TTL), T0.Add(4*time.Second), acquired).Generation; g != 1 {
 		t.Fatalf("B's first generation = %d, want 1", g)
 	}
 }
 
 func testExpiredCannotRenew(t *testing.T, s lease.Store) {
-	acquire(t, s, req(ownerA, "k1", "c1", time.Second), T0, lease.ResultAcquired)
+	acquire(t, s, request(ownerA, "k1", "c1", time.Second), T0, acquired)
 	h := lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}
-	out, err := s.Renew(bg, h, time.Second, T0.Add(500*time.Millisecond))
-	check(t, "renew before expiry", out, err, lease.ResultRenewed)
-	out, err = s.Renew(bg, h, time.Second, T0.Add(1500*time.Millisecond))
-	check(t, "renew at expiry", out, err, lease.ResultStale)
-	out, err = s.Release(bg, h, lease.ReasonOwnerExit, T0.Add(1600*time.Millisecond))
-	check(t, "release after expiry", out, err, lease.ResultStale)
+	_, err := s.Renew(bg, h, time.Second, T0.Add(500*time.Millisecond))
+	check(t, "renew before expiry", err, nil)
+	_, err = s.Renew(bg, h, time.Second, T0.Add(1500*time.Millisecond))
+	check(t, "renew at expiry", err, lease.ErrFenceStale)
+	_, _, err = s.Release(bg, h, lease.ReasonOwnerExit, T0.Add(1600*time.Millisecond))
+	check(t, "release after expiry", err, lease.ErrFenceStale)
 }
 
 func testFence(t *testing.T, s lease.Store) {
 	h := lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}
-	fence := func(step string, h lease.Holder, conn string, now time.Time, want lease.Result) {
+	fence := func(step string, h lease.Holder, conn string, now time.Time, want error) {
 		t.Helper()
-		got, err := s.Fence(bg, h, conn, now)
-		if err != nil || got != want {
-			t.Fatalf("%s: Fence = %s, %v; want %s", step, got, err, want)
+		if err := s.Fence(bg, h, conn, now); !same(err, want) {
+			t.Fatalf("%s: Fence = %v; want %v", step, err, want)
 		}
 	}
-	fence("no lease", h, "c1", T0, lease.ResultRequired)
-	acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired)
-	fence("valid", h, "c1", T0.Add(time.Second), lease.ResultValid)
+	fence("no lease", h, "c1", T0, lease.ErrRequired)
+	acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired)
+	fence("valid", h, "c1", T0.Add(time.Second), nil)
 	next := h
 	next.Generation = 2
-	fence("generation+1", next, "c1", T0.Add(time.Second), lease.ResultStale)
+	fence("generation+1", next, "c1", T0.Add(time.Second), lease.ErrFenceStale)
 	other := h
 	other.APIKeyID = "k2"
-	fence("other key", other, "c1", T0.Add(time.Second), lease.ResultAuthorizationMismatch)
-	fence("other connection", h, "c2", T0.Add(time.Second), lease.ResultConnectionMismatch)
-	fence("other owner", lease.Holder{Owner: ownerB, APIKeyID: "k1", Generation: 1}, "c1", T0.Add(time.Second), lease.ResultRequired)
-	fence("at expiry", h, "c1", T0.Add(TTL), lease.ResultRequired)
+	fence("other key", other, "c1", T0.Add(time.Second), authMismatch)
+	fence("other connection", h, "c2", T0.Add(time.Second), lease.ErrConnectionMismatch)
+	fence("other owner", lease.Holder{Owner: ownerB, APIKeyID: "k1", Generation: 1}, "c1", T0.Add(time.Second), lease.ErrRequired)
+	fence("at expiry", h, "c1", T0.Add(TTL), lease.ErrRequired)
 }
 
 func testInvalidate(t *testing.T, s lease.Store) {
-	acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired)
-	out, err := s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 2}, lease.ReasonManagedKeyRevoked, T0)
-	check(t, "invalidate wrong generation", out, err, lease.ResultStale)
-	out, err = s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 1}, lease.ReasonManagedKeyRevoked, T0.Add(time.Second))
-	out = check(t, "invalidate", out, err, lease.ResultInvalidated)
-	if out.Lease.State != lease.StateInvalidated || out.Lease.EndReason != lease.ReasonManagedKeyRevoked {
-		t.Fatalf("invalidate: lease %+v", out.Lease)
+	acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired)
+	_, err := s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 2}, "MANAGED_KEY_REVOKED", T0)
+	check(t, "invalidate wrong generation", err, lease.ErrFenceStale)
+	l, err := s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 1}, "MANAGED_KEY_REVOKED", T0.Add(time.Second))
+	check(t, "invalidate", err, nil)
+	if l.State != lease.StateInvalidated || l.EndReason != "MANAGED_KEY_REVOKED" {
+		t.Fatalf("invalidate: lease %+v", l)
 	}
-	out, err = s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 1}, lease.ReasonManagedKeyRevoked, T0.Add(time.Second))
-	check(t, "invalidate again", out, err, lease.ResultStale)
-	out, err = s.Release(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, lease.ReasonOwnerExit, T0.Add(time.Second))
-	check(t, "release invalidated", out, err, lease.ResultStale)
+	_, err = s.Invalidate(bg, lease.Holder{Owner: ownerA, Generation: 1}, "MANAGED_KEY_REVOKED", T0.Add(time.Second))
+	check(t, "invalidate again", err, lease.ErrFenceStale)
+	_, _, err = s.Release(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, lease.ReasonOwnerExit, T0.Add(time.Second))
+	check(t, "release invalidated", err, lease.ErrFenceStale)
 }
 
 func testClockBackwards(t *testing.T, s lease.Store) {
-	acquire(t, s, req(ownerA, "k1", "c1", TTL), T0.Add(time.Minute), lease.ResultAcquired)
+	acquire(t, s, request(ownerA, "k1", "c1", TTL), T0.Add(time.Minute), acquired)
 	// A now before the acquisition must not make the lease look younger
 	// or let another owner in.
-	acquire(t, s, req(ownerB, "k1", "c1", TTL), T0, lease.ResultConnectionBusy)
-	out, err := s.Renew(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, TTL, T0)
-	out = check(t, "renew in the past", out, err, lease.ResultRenewed)
-	if out.Lease.ExpiresAt.Before(T0.Add(time.Minute + TTL)) {
-		t.Fatalf("renew in the past shortened the lease to %v", out.Lease.ExpiresAt)
+	acquire(t, s, request(ownerB, "k1", "c1", TTL), T0, busy)
+	l, err := s.Renew(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, TTL, T0)
+	check(t, "renew in the past", err, nil)
+	if l.ExpiresAt.Before(T0.Add(time.Minute + TTL)) {
+		t.Fatalf("renew in the past shortened the lease to %v", l.ExpiresAt)
 	}
-	got, err := s.Fence(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, "c1", T0)
-	if err != nil || got != lease.ResultValid {
-		t.Fatalf("Fence in the past = %s, %v; want VALID", got, err)
+	if err := s.Fence(bg, lease.Holder{Owner: ownerA, APIKeyID: "k1", Generation: 1}, "c1", T0); err != nil {
+		t.Fatalf("Fence in the past = %v; want nil", err)
 	}
 }
 
 func testList(t *testing.T, s lease.Store) {
-	acquire(t, s, req(ownerB, "k1", "c2", TTL), T0, lease.ResultAcquired)
-	acquire(t, s, req(ownerA, "k1", "c1", time.Second), T0, lease.ResultAcquired)
-	acquire(t, s, req(lease.HashOwner(Owner('C')), "k1", "c0", TTL), T0, lease.ResultAcquired)
+	acquire(t, s, request(ownerB, "k1", "c2", TTL), T0, acquired)
+	acquire(t, s, request(ownerA, "k1", "c1", time.Second), T0, acquired)
+	acquire(t, s, request(lease.HashOwner(Owner('C')), "k1", "c0", TTL), T0, acquired)
 	got, err := s.List(bg, T0.Add(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -366,9 +435,9 @@ func testOccupant(t *testing.T, s lease.Store) {
 	if _, ok, err := s.Occupant(bg, "c1", T0); ok || err != nil {
 		t.Fatalf("Occupant of a free connection = %v, %v", ok, err)
 	}
-	acquire(t, s, req(ownerA, "k1", "c1", TTL), T0, lease.ResultAcquired)
+	acquire(t, s, request(ownerA, "k1", "c1", TTL), T0, acquired)
 	l, ok, err := s.Occupant(bg, "c1", T0.Add(time.Second))
-	if err != nil || !ok || !l.Owner.Equal(ownerA) || !l.ExpiresAt.Equal(T0.Add(TTL)) {
+	if err != nil || !ok || l.Owner != ownerA || !l.ExpiresAt.Equal(T0.Add(TTL)) {
 		t.Fatalf("Occupant(c1) = %+v, %v, %v; want A's lease", l, ok, err)
 	}
 	if _, ok, _ := s.Occupant(bg, "c1", T0.Add(TTL)); ok {
@@ -398,15 +467,19 @@ func testUniqueness(t *testing.T, s lease.Store) {
 			<-start
 			for c := range conns {
 				conn := fmt.Sprintf("c%d", (i+c)%conns)
-				out, err := s.Acquire(bg, req(owner, "k1", conn, TTL), T0)
+				_, renewed, err := s.Acquire(bg, lease.Holder{Owner: owner, APIKeyID: "k1"}, "p", conn, TTL, T0)
+				won := err == nil && !renewed
+				if errors.Is(err, lease.ErrCapacityUnavailable) {
+					err = nil
+				}
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
-				} else if out.Result == lease.ResultAcquired {
+				} else if won {
 					winners[conn]++
 				}
 				mu.Unlock()
-				if err != nil || out.Result == lease.ResultAcquired {
+				if err != nil || won {
 					return
 				}
 			}
@@ -446,17 +519,17 @@ func testUniqueness(t *testing.T, s lease.Store) {
 
 // testOwnerUniqueness races one owner for 10 connections, under one API
 // key and under two: exactly one acquisition wins, every other gets
-// OWNER_ALREADY_ACTIVE, and the owner ends with one active lease.
+// ErrOwnerAlreadyActive, and the owner ends with one active lease.
 func testOwnerUniqueness(t *testing.T, s lease.Store) {
 	const conns = 10
 	for round, keys := range [][]string{{"k1"}, {"k1", "k2"}} {
 		owner := lease.HashOwner(fmt.Sprintf("racer-%d", round))
 		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			results = map[lease.Result]int{}
-			won     lease.Lease
-			errs    []error
+			wg             sync.WaitGroup
+			mu             sync.Mutex
+			wins, refusals int
+			won            lease.Lease
+			errs           []error
 		)
 		start := make(chan struct{})
 		for c := range conns {
@@ -464,16 +537,19 @@ func testOwnerUniqueness(t *testing.T, s lease.Store) {
 			go func() {
 				defer wg.Done()
 				<-start
-				out, err := s.Acquire(bg, req(owner, keys[c%len(keys)], fmt.Sprintf("r%d-c%d", round, c), TTL), T0)
+				l, renewed, err := s.Acquire(bg, lease.Holder{Owner: owner, APIKeyID: keys[c%len(keys)]}, "p", fmt.Sprintf("r%d-c%d", round, c), TTL, T0)
 				mu.Lock()
 				defer mu.Unlock()
-				if err != nil {
+				switch {
+				case errors.Is(err, lease.ErrOwnerAlreadyActive):
+					refusals++
+				case err != nil:
 					errs = append(errs, err)
-					return
-				}
-				results[out.Result]++
-				if out.Result == lease.ResultAcquired {
-					won = out.Lease
+				case renewed:
+					errs = append(errs, fmt.Errorf("connection %d renewed a lease it never had", c))
+				default:
+					wins++
+					won = l
 				}
 			}()
 		}
@@ -482,8 +558,8 @@ func testOwnerUniqueness(t *testing.T, s lease.Store) {
 		if len(errs) > 0 {
 			t.Fatalf("round %d: Acquire errors: %v", round, errs)
 		}
-		if results[lease.ResultAcquired] != 1 || results[lease.ResultOwnerAlreadyActive] != conns-1 {
-			t.Fatalf("round %d: results %v, want 1 ACQUIRED and %d OWNER_ALREADY_ACTIVE", round, results, conns-1)
+		if wins != 1 || refusals != conns-1 {
+			t.Fatalf("round %d: %d acquired and %d refused, want 1 and %d OWNER_ALREADY_ACTIVE", round, wins, refusals, conns-1)
 		}
 		got, ok, err := s.Owned(bg, owner, T0)
 		if err != nil || !ok || got.Connection != won.Connection || got.Generation != 1 {
@@ -495,7 +571,7 @@ func testOwnerUniqueness(t *testing.T, s lease.Store) {
 			t.Fatal(err)
 		}
 		for _, l := range list {
-			if l.Owner.Equal(owner) {
+			if l.Owner == owner {
 				n++
 			}
 		}
@@ -508,7 +584,7 @@ func testOwnerUniqueness(t *testing.T, s lease.Store) {
 func testCanceledContext(t *testing.T, s lease.Store) {
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	if _, err := s.Acquire(ctx, req(ownerA, "k1", "c1", TTL), T0); err == nil {
+	if _, _, err := s.Acquire(ctx, lease.Holder{Owner: ownerA, APIKeyID: "k1"}, "p", "c1", TTL, T0); err == nil {
 		t.Fatalf("Acquire with a canceled context succeeded")
 	}
 	if _, ok, _ := s.Owned(bg, ownerA, T0); ok {

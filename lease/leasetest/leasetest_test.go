@@ -18,6 +18,6 @@ func TestRunMemoryStore(t *testing.T) {
 func TestRunSmallMemoryStore(t *testing.T) {
 	// The smallest cap still holds every lease the suite makes.
 	leasetest.Run(t, func(*testing.T) lease.Store {
-		return lease.NewMemoryStore(lease.Config{MaxOwners: lease.MinMaxOwners})
+		return lease.NewMemoryStore(lease.Config{MaxOwners: 16})
 	})
 }

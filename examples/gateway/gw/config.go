@@ -9,28 +9,49 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/routeguard/routeguard/combo"
-	"github.com/routeguard/routeguard/lease"
+	"github.com/routeguard/routeguard/combo/admin"
 )
 
 // DefaultListen is the address used when neither the config nor a flag
 // gives one.
 const DefaultListen = "127.0.0.1:8080"
 
-// Config is the gateway's JSON configuration. Durations are integer
+// Config is the gateway's configuration, written as JSON or YAML (one
+// schema for both, see config.schema.json). Durations are integer
 // milliseconds (fields ending in Ms); a zero or absent field means the
-// library's default.
+// library's default, except where a field says that 0 is a value (there an
+// absent field or null means the default and an explicit 0 is used as 0).
+//
+// Any string may reference environment variables as ${NAME} (write $${
+// for a literal "${"); they are resolved when the file is loaded, a
+// missing variable refuses the configuration, and resolved values never
+// appear in the gateway's logs or answers.
 type Config struct {
-	Listen     string     `json:"listen"`
-	AdminToken string     `json:"adminToken"`
-	APIKeys    []APIKey   `json:"apiKeys"`
-	Providers  []Provider `json:"providers"`
-	Combos     []Combo    `json:"combos"`
+	// Listen is the address to listen on; the -listen flag overrides it.
+	// A reload keeps the address the gateway started with.
+	Listen string `json:"listen"`
+	// AdminToken is the bearer token of the admin API.
+	AdminToken string `json:"adminToken"`
+	// APIKeys are the client keys; with none, chat requests need no key.
+	APIKeys []APIKey `json:"apiKeys"`
+	// Providers are the upstreams, at least one.
+	Providers []Provider `json:"providers"`
+	// Combos are the named routes a request's model can name.
+	Combos []Combo `json:"combos"`
+	// Resilience configures the layers. A reload applies its
+	// providerErrorRules; the other settings take effect at a restart.
 	Resilience Resilience `json:"resilience"`
+	// Server bounds what one client can make the gateway hold. A reload
+	// keeps the settings the gateway started with.
+	Server ServerConfig `json:"server"`
+
+	secrets []string // resolved environment values, redacted from output
 }
 
 // APIKey is a client key. With at least one key configured, every chat
@@ -42,6 +63,11 @@ type APIKey struct {
 	Key                string   `json:"key"`
 	Scopes             []string `json:"scopes"`
 	AllowedConnections []string `json:"allowedConnections"`
+	// MaxInFlight caps the key's requests in flight at once (streams
+	// count until they end); a request over the cap is answered 429
+	// client_in_flight_limit with Retry-After: 1. 0 or absent means no
+	// cap.
+	MaxInFlight int `json:"maxInFlight"`
 }
 
 // Provider is one upstream: an OpenAI-compatible base URL and the
@@ -54,6 +80,11 @@ type Provider struct {
 	// Models lists the models reachable as "provider/model"; empty means
 	// any model.
 	Models []string `json:"models"`
+	// Headers are sent with every request to the provider (for example
+	// "anthropic-version"). They cannot set Authorization (each
+	// connection's apiKey is sent as its bearer token), Content-Type,
+	// Host or hop-by-hop headers.
+	Headers map[string]string `json:"headers"`
 }
 
 // Connection is one credential of a provider. Its id is unique across all
@@ -65,12 +96,53 @@ type Connection struct {
 	MaxConcurrent int    `json:"maxConcurrent"`
 }
 
-// Combo is a named, ordered list of targets served by one strategy.
+// Combo is a named list of targets served by one strategy. The strategy
+// is an ordering strategy of package combo ("priority" when empty,
+// "round-robin", "weighted", ...), StrategyFusion or StrategyPipeline.
 type Combo struct {
-	Name     string        `json:"name"`
-	Strategy string        `json:"strategy"`
+	Name string `json:"name"`
+	// Strategy names the ordering strategy, or "fusion" (the targets are
+	// a panel asked in parallel, see Fusion) or "pipeline" (see Steps).
+	Strategy string `json:"strategy"`
+	// Targets are the combo's targets in declared order; for a fusion,
+	// the panel (at least two). A pipeline has none.
 	Targets  []Target      `json:"targets"`
 	Settings ComboSettings `json:"settings"`
+	// Fusion tunes a fusion combo; only with strategy "fusion".
+	Fusion *FusionConfig `json:"fusion,omitempty"`
+	// Steps are the steps of a pipeline combo, in order, at least one:
+	// each names a configured combo with an ordering strategy, or a
+	// provider/model. Each step's answer is the next step's input; only
+	// the last answer is returned. Only with strategy "pipeline".
+	Steps []string `json:"steps,omitempty"`
+}
+
+// Strategies of a Combo that are compositions rather than orderings.
+const (
+	StrategyFusion   = "fusion"
+	StrategyPipeline = "pipeline"
+)
+
+// FusionConfig tunes a fusion combo: the panel (the combo's targets) is
+// asked in parallel, without streaming and without tools; once MinPanel
+// members have answered, the others get GraceMs more; HardCapMs bounds the
+// whole panel. One answer is returned as it is; two or more go to the
+// judge, which synthesises one answer. A request with tools (and a
+// tool_choice other than "none") goes to the judge alone. No answer at
+// all is a 503 fusion_no_answers.
+type FusionConfig struct {
+	// Judge is the target that synthesises the panel's answers and serves
+	// requests with tools; absent means the first panel target.
+	Judge *Target `json:"judge"`
+	// MinPanel is the quorum that starts the grace period. 0 or absent
+	// means 2; clamped to 2..the panel's size.
+	MinPanel int `json:"minPanel"`
+	// GraceMs is how long stragglers may still answer once the quorum is
+	// reached. 0 or absent means 8000; at most 600000.
+	GraceMs int `json:"graceMs"`
+	// HardCapMs bounds the whole panel. 0 or absent means 90000; clamped
+	// to 1000..1800000.
+	HardCapMs int `json:"hardCapMs"`
 }
 
 // Target is a model of a provider; without a connection it may use any
@@ -181,11 +253,14 @@ type WatchdogConfig struct {
 	HoldHeartbeats bool `json:"holdHeartbeats"`
 }
 
-// CooldownWaitConfig is the combo cooldown-aware retry.
+// CooldownWaitConfig is the combo cooldown-aware retry. For MaxWaitMs and
+// MaxAttempts 0 is a value: absent (or null) means the default (90 000 ms,
+// 5), and an explicit 0 turns waiting off. MaxWaitMs is clamped to
+// 0..300 000 and MaxAttempts to 0..10; BudgetMs 0 means 300 000.
 type CooldownWaitConfig struct {
 	Disabled    bool `json:"disabled"`
-	MaxWaitMs   int  `json:"maxWaitMs"`
-	MaxAttempts int  `json:"maxAttempts"`
+	MaxWaitMs   *int `json:"maxWaitMs"`
+	MaxAttempts *int `json:"maxAttempts"`
 	BudgetMs    int  `json:"budgetMs"`
 }
 
@@ -261,6 +336,9 @@ func keyName(k string) string {
 // path of the first object key called name that t does not declare. Keys
 // are visited in sorted order, so the answer does not depend on map order.
 func findUnknown(v any, t reflect.Type, path, name string) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
@@ -321,6 +399,9 @@ func wrongTypePath(data []byte, te *json.UnmarshalTypeError) string {
 // encoding/json reports. It returns the first path, in sorted key order,
 // whose value has the JSON kind and Go type te describes.
 func findWrongType(v any, t reflect.Type, path, fields string, te *json.UnmarshalTypeError) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	if fields == te.Field && t == te.Type && strings.HasPrefix(te.Value, jsonKind(v)) {
 		return path, true
 	}
@@ -392,10 +473,83 @@ func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
-// Parse decodes and validates a configuration.
-func Parse(data []byte) (*Config, error) {
-	c, err := Decode(data)
+// ConfigErrors are every problem Validate found, in document order. Its
+// Unwrap gives each *ConfigError, so errors.As finds the first.
+type ConfigErrors []*ConfigError
+
+func (e ConfigErrors) Error() string {
+	lines := make([]string, len(e))
+	for i, ce := range e {
+		lines[i] = ce.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems as errors.
+func (e ConfigErrors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, ce := range e {
+		out[i] = ce
+	}
+	return out
+}
+
+// Problems lists the refusals in err: the *ConfigError values of a
+// ConfigErrors, a single *ConfigError, or none.
+func Problems(err error) []*ConfigError {
+	var many ConfigErrors
+	if errors.As(err, &many) {
+		return many
+	}
+	var one *ConfigError
+	if errors.As(err, &one) {
+		return []*ConfigError{one}
+	}
+	return nil
+}
+
+// Parse decodes a JSON configuration, resolves its ${NAME} references from
+// the process environment and validates it.
+func Parse(data []byte) (*Config, error) { return ParseWith(data, FormatJSON, os.LookupEnv) }
+
+// ParseYAML is Parse for a YAML document.
+func ParseYAML(data []byte) (*Config, error) { return ParseWith(data, FormatYAML, os.LookupEnv) }
+
+// Format is the syntax of a configuration document.
+type Format int
+
+// Formats of a configuration document.
+const (
+	FormatJSON Format = iota
+	FormatYAML
+)
+
+// FormatOf returns the format a file's name says: .json, or .yaml and .yml
+// (in any case).
+func FormatOf(path string) (Format, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		return FormatJSON, nil
+	case ".yaml", ".yml":
+		return FormatYAML, nil
+	}
+	return 0, fmt.Errorf("config: %s: the file name must end in .json, .yaml or .yml", path)
+}
+
+// ParseWith decodes data in format f, resolves its ${NAME} references with
+// lookup and validates it.
+func ParseWith(data []byte, f Format, lookup func(string) (string, bool)) (*Config, error) {
+	var c *Config
+	var err error
+	if f == FormatYAML {
+		c, err = DecodeYAML(data)
+	} else {
+		c, err = Decode(data)
+	}
 	if err != nil {
+		return nil, err
+	}
+	if err := c.ExpandEnv(lookup); err != nil {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
@@ -404,27 +558,40 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// Load reads and parses the configuration file at path.
+// Load reads and parses the configuration file at path, JSON or YAML by
+// its extension (see FormatOf).
 func Load(path string) (*Config, error) {
+	f, err := FormatOf(path)
+	if err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Parse(data)
+	return ParseWith(data, f, os.LookupEnv)
 }
 
 var classes = map[string]bool{"": true, "apikey": true, "oauth": true, "local": true}
 
 // Validate checks references and uniqueness: provider, connection, API key
 // and combo ids are unique; targets name known providers, connections and
-// models; strategies are known; base URLs are http(s). The first problem
-// is returned as a *ConfigError.
+// models; strategies are known and a fusion or pipeline is complete; base
+// URLs are http(s). Every problem is reported, as a ConfigErrors in
+// document order; a resolved environment value never appears in one.
 func (c *Config) Validate() error {
-	bad := func(field, format string, a ...any) error {
-		return &ConfigError{Field: field, Problem: fmt.Sprintf(format, a...)}
+	var errs ConfigErrors
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &ConfigError{Field: field, Problem: c.redact(fmt.Sprintf(format, a...))})
 	}
+	keep := func(err error) {
+		for _, ce := range Problems(err) {
+			errs = append(errs, &ConfigError{Field: ce.Field, Problem: c.redact(ce.Problem)})
+		}
+	}
+	keep(c.Server.validate())
 	if len(c.Providers) == 0 {
-		return bad("providers", "at least one provider is required")
+		bad("providers", "at least one provider is required")
 	}
 	providers := map[string]*Provider{}
 	conns := map[string]string{} // connection id → provider
@@ -433,30 +600,36 @@ func (c *Config) Validate() error {
 		f := fmt.Sprintf("providers[%d]", i)
 		switch {
 		case p.ID == "" || strings.Contains(p.ID, "/"):
-			return bad(f+".id", "must be non-empty and contain no '/'")
+			bad(f+".id", "must be non-empty and contain no '/'")
 		case providers[p.ID] != nil:
-			return bad(f+".id", "duplicate provider id %q", p.ID)
-		case !classes[strings.ToLower(p.Class)]:
-			return bad(f+".class", "unknown class %q (valid: apikey, oauth, local)", p.Class)
-		case len(p.Connections) == 0:
-			return bad(f+".connections", "at least one connection is required")
+			bad(f+".id", "duplicate provider id %q", p.ID)
+		default:
+			providers[p.ID] = p
+		}
+		if !classes[strings.ToLower(p.Class)] {
+			bad(f+".class", "unknown class %q (valid: apikey, oauth, local)", p.Class)
+		}
+		if len(p.Connections) == 0 {
+			bad(f+".connections", "at least one connection is required")
 		}
 		u, err := url.Parse(p.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad(f+".baseURL", "must be an absolute http or https URL, got %q", p.BaseURL)
+			bad(f+".baseURL", "must be an absolute http or https URL, got %q", p.BaseURL)
 		}
-		providers[p.ID] = p
+		keep(checkProviderHeaders(f, p.Headers))
 		for j, cn := range p.Connections {
 			cf := fmt.Sprintf("%s.connections[%d]", f, j)
 			switch {
 			case cn.ID == "":
-				return bad(cf+".id", "must be non-empty")
+				bad(cf+".id", "must be non-empty")
 			case conns[cn.ID] != "":
-				return bad(cf+".id", "duplicate connection id %q (also in provider %q)", cn.ID, conns[cn.ID])
-			case cn.MaxConcurrent < 0:
-				return bad(cf+".maxConcurrent", "must be ≥ 0")
+				bad(cf+".id", "duplicate connection id %q (also in provider %q)", cn.ID, conns[cn.ID])
+			default:
+				conns[cn.ID] = p.ID
 			}
-			conns[cn.ID] = p.ID
+			if cn.MaxConcurrent < 0 {
+				bad(cf+".maxConcurrent", "must be ≥ 0")
+			}
 		}
 	}
 	keys, secrets := map[string]bool{}, map[string]bool{}
@@ -464,60 +637,130 @@ func (c *Config) Validate() error {
 		f := fmt.Sprintf("apiKeys[%d]", i)
 		switch {
 		case k.ID == "":
-			return bad(f+".id", "must be non-empty")
+			bad(f+".id", "must be non-empty")
 		case keys[k.ID]:
-			return bad(f+".id", "duplicate API key id %q", k.ID)
+			bad(f+".id", "duplicate API key id %q", k.ID)
+		}
+		switch {
 		case k.Key == "":
-			return bad(f+".key", "must be non-empty")
+			bad(f+".key", "must be non-empty")
 		case secrets[k.Key]:
-			return bad(f+".key", "duplicate key value (key %q)", k.ID)
+			bad(f+".key", "duplicate key value (key %q)", k.ID)
+		}
+		if k.MaxInFlight < 0 {
+			bad(f+".maxInFlight", "must be ≥ 0 (0 or absent means no cap)")
 		}
 		for j, s := range k.Scopes {
-			if s != lease.ScopeExclusive {
-				return bad(fmt.Sprintf("%s.scopes[%d]", f, j), "unknown scope %q (valid: %s)", s, lease.ScopeExclusive)
+			if s != admin.ScopeLeaseExclusive {
+				bad(fmt.Sprintf("%s.scopes[%d]", f, j), "unknown scope %q (valid: %s)", s, admin.ScopeLeaseExclusive)
 			}
 		}
-		if err := lease.ValidateKeyPolicy(k.Scopes, k.AllowedConnections); err != nil {
-			return bad(f+".allowedConnections", "a key with scope %s needs at least one allowed connection", lease.ScopeExclusive)
+		if err := admin.ValidateLeaseKeyPolicy(k.Scopes, k.AllowedConnections); err != nil {
+			bad(f+".allowedConnections", "a key with scope %s needs at least one allowed connection", admin.ScopeLeaseExclusive)
 		}
 		for j, cn := range k.AllowedConnections {
 			if conns[cn] == "" {
-				return bad(fmt.Sprintf("%s.allowedConnections[%d]", f, j), "unknown connection %q", cn)
+				bad(fmt.Sprintf("%s.allowedConnections[%d]", f, j), "unknown connection %q", cn)
 			}
 		}
 		keys[k.ID], secrets[k.Key] = true, true
 	}
-	combos := map[string]bool{}
-	for i, cb := range c.Combos {
+	combos := map[string]*Combo{}
+	for i := range c.Combos {
+		cb := &c.Combos[i]
 		f := fmt.Sprintf("combos[%d]", i)
 		switch {
 		case cb.Name == "" || strings.Contains(cb.Name, "/"):
-			return bad(f+".name", "must be non-empty and contain no '/'")
-		case combos[cb.Name]:
-			return bad(f+".name", "duplicate combo name %q", cb.Name)
-		case len(cb.Targets) == 0:
-			return bad(f+".targets", "at least one target is required")
+			bad(f+".name", "must be non-empty and contain no '/'")
+		case combos[cb.Name] != nil:
+			bad(f+".name", "duplicate combo name %q", cb.Name)
+		default:
+			combos[cb.Name] = cb
 		}
-		if err := checkStrategy(cb.Strategy); err != nil {
-			return bad(f+".strategy", "%v", err)
-		}
-		for j, t := range cb.Targets {
-			tf := fmt.Sprintf("%s.targets[%d]", f, j)
+		checkTarget := func(tf string, t Target) {
 			p := providers[t.Provider]
 			switch {
 			case p == nil:
-				return bad(tf+".provider", "unknown provider %q", t.Provider)
+				bad(tf+".provider", "unknown provider %q", t.Provider)
 			case t.Model == "":
-				return bad(tf+".model", "must be non-empty")
+				bad(tf+".model", "must be non-empty")
 			case len(p.Models) > 0 && !contains(p.Models, t.Model):
-				return bad(tf+".model", "provider %q does not list model %q", t.Provider, t.Model)
+				bad(tf+".model", "provider %q does not list model %q", t.Provider, t.Model)
 			case t.Connection != "" && conns[t.Connection] != t.Provider:
-				return bad(tf+".connection", "provider %q has no connection %q", t.Provider, t.Connection)
+				bad(tf+".connection", "provider %q has no connection %q", t.Provider, t.Connection)
 			}
 		}
-		combos[cb.Name] = true
+		for j, t := range cb.Targets {
+			checkTarget(fmt.Sprintf("%s.targets[%d]", f, j), t)
+		}
+		if cb.Strategy != StrategyFusion && cb.Fusion != nil {
+			bad(f+".fusion", "only a combo with strategy %q takes fusion settings", StrategyFusion)
+		}
+		if cb.Strategy != StrategyPipeline && len(cb.Steps) > 0 {
+			bad(f+".steps", "only a combo with strategy %q has steps", StrategyPipeline)
+		}
+		switch cb.Strategy {
+		case StrategyFusion:
+			if len(cb.Targets) < 2 {
+				bad(f+".targets", "a fusion panel needs at least two targets")
+			}
+			if fu := cb.Fusion; fu != nil {
+				if fu.Judge != nil {
+					checkTarget(f+".fusion.judge", *fu.Judge)
+				}
+				for _, n := range []struct {
+					name string
+					v    int
+					def  string
+				}{{"minPanel", fu.MinPanel, "2"}, {"graceMs", fu.GraceMs, "8000"}, {"hardCapMs", fu.HardCapMs, "90000"}} {
+					if n.v < 0 {
+						bad(f+".fusion."+n.name, "must be ≥ 0 (0 or absent means %s)", n.def)
+					}
+				}
+			}
+		case StrategyPipeline:
+			if len(cb.Targets) > 0 {
+				bad(f+".targets", "a pipeline has steps, not targets")
+			}
+			if len(cb.Steps) == 0 {
+				bad(f+".steps", "a pipeline needs at least one step")
+			}
+		default:
+			if len(cb.Targets) == 0 {
+				bad(f+".targets", "at least one target is required")
+			}
+			if err := checkStrategy(cb.Strategy); err != nil {
+				bad(f+".strategy", "%v", err)
+			}
+		}
 	}
-	return nil
+	// Pipeline steps may name combos declared after them.
+	for i, cb := range c.Combos {
+		if cb.Strategy != StrategyPipeline {
+			continue
+		}
+		for j, step := range cb.Steps {
+			sf := fmt.Sprintf("combos[%d].steps[%d]", i, j)
+			if sc := combos[step]; sc != nil {
+				if sc.Strategy == StrategyFusion || sc.Strategy == StrategyPipeline {
+					bad(sf, "step %q is a %s; a step must be a combo with an ordering strategy or a provider/model", step, sc.Strategy)
+				}
+				continue
+			}
+			pid, m, ok := strings.Cut(step, "/")
+			p := providers[pid]
+			switch {
+			case !ok || p == nil || m == "":
+				bad(sf, "unknown combo or provider/model %q", step)
+			case len(p.Models) > 0 && !contains(p.Models, m):
+				bad(sf, "provider %q does not list model %q", pid, m)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
 }
 
 func contains(list []string, s string) bool {
@@ -533,9 +776,25 @@ func contains(list []string, s string) bool {
 // name, so that every strategy the library registers is accepted.
 func checkStrategy(name string) error {
 	_, err := combo.New(combo.Config{}).Strategy(name)
-	var ue *combo.UnknownStrategyError
-	if errors.As(err, &ue) {
-		return fmt.Errorf("unknown strategy %q (valid: %s)", ue.Name, strings.Join(ue.Valid, ", "))
+	var ue *combo.Error
+	if errors.As(err, &ue) && ue.Code == combo.CodeUnknownStrategy {
+		valid := append(slices.Clone(ue.Valid), StrategyFusion, StrategyPipeline)
+		slices.Sort(valid)
+		return fmt.Errorf("unknown strategy %q (valid: %s)", ue.Strategy, strings.Join(valid, ", "))
 	}
 	return nil
+}
+
+// Strategies lists every strategy name a combo may use: the router's
+// ordering strategies, fusion and pipeline, sorted.
+func Strategies() []string {
+	_, err := combo.New(combo.Config{}).Strategy("\x00")
+	var ue *combo.Error
+	var valid []string
+	if errors.As(err, &ue) {
+		valid = slices.Clone(ue.Valid)
+	}
+	valid = append(valid, StrategyFusion, StrategyPipeline)
+	slices.Sort(valid)
+	return valid
 }

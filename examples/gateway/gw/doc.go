@@ -8,7 +8,7 @@
 //
 //	POST /v1/chat/completions   model = a combo name or "provider/model"
 //	GET  /v1/models             the combos and provider models
-//	/api/...                    the admin API of package combo
+//	/api/...                    the admin API of package combo/admin
 //
 // The admin endpoints need the admin token as a bearer token, except two:
 // GET /api/monitoring/health answers anyone with its overall status alone
@@ -17,8 +17,36 @@
 //
 // Each chat request is routed by a combo.Router over every layer:
 // breakers, connection cooldowns, model lockouts, session affinity, leases,
-// per-connection admission and the stream watchdog. Session and lease
-// headers are read, then removed before anything goes upstream.
+// per-connection admission and the stream watchdog.
+//
+// What a client can rely on:
+//
+//   - Limits. Server.HTTPServer gives an http.Server with the Config's
+//     server timeouts: headers must arrive within readHeaderTimeoutMs and
+//     the whole request within readTimeoutMs (a late chat body gets 408),
+//     and an idle keep-alive connection is closed after idleTimeoutMs.
+//     There is no write timeout: a stream lasts as long as the upstream's.
+//     Over maxConcurrentRequests a client request gets 503
+//     gateway_overloaded with Retry-After: 1. Bodies are capped at
+//     MaxRequestBody (413) and headers at MaxHeaderBytes (431).
+//   - Headers. An upstream request carries only the client's Accept and
+//     User-Agent, the provider's configured headers, the JSON content type
+//     and the connection's key: no client credential, cookie, forwarding,
+//     session or lease header is forwarded.
+//   - Retry-After. Every Retry-After a client receives, whether copied from
+//     an upstream or set by the router, passes through ClientRetryAfter: a
+//     whole number of seconds in 1..86400, or no header at all. A failed
+//     upstream answer keeps the upstream's rate-limit headers; when its
+//     Retry-After is unusable or missing, the router's own retry time (such
+//     as a restatement rule's 60 s) is sent.
+//   - Tenancy. A session pin belongs to one client API key and its session
+//     id together. Answers name targets as provider/model (the
+//     X-Routeguard-Target header, the diagnostics of a 503); connection ids
+//     are for the admin API only, and a connection held by another
+//     client's lease is reported as merely unavailable.
+//   - Content type. A chat body must be application/json (parameters
+//     allowed); any other Content-Type gets 415. A request without a
+//     Content-Type is read as JSON.
 //
 // StartDemo starts two fake providers on loopback and returns the embedded
 // demo configuration that points at them.

@@ -24,6 +24,6 @@ func ExampleParse() {
 	}`))
 	fmt.Println(cfg.Combos[0].Name, cfg.Combos[0].Strategy, err)
 	// Output:
-	// config: combos[0].strategy: unknown strategy "fastest" (valid: auto, cache-optimized, context-optimized, context-relay, cost-optimized, fill-first, headroom, least-used, lkgp, p2c, priority, quota-share, random, reset-aware, reset-window, round-robin, strict-random, weighted)
+	// config: combos[0].strategy: unknown strategy "fastest" (valid: auto, cache-optimized, context-optimized, context-relay, cost-optimized, fill-first, fusion, headroom, least-used, lkgp, p2c, pipeline, priority, quota-share, random, reset-aware, reset-window, round-robin, strict-random, weighted)
 	// smart round-robin <nil>
 }

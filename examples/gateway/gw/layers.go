@@ -2,8 +2,10 @@ package gw
 
 import (
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/routeguard/routeguard"
 	"github.com/routeguard/routeguard/affinity"
 	"github.com/routeguard/routeguard/breaker"
 	"github.com/routeguard/routeguard/combo"
@@ -17,6 +19,27 @@ import (
 
 func msDur(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
 
+// warmup maps the configured warm-up to the watchdog's: 0 keeps the default
+// (nil), a negative value means none.
+func warmup(ms int) *time.Duration {
+	switch {
+	case ms == 0:
+		return nil
+	case ms < 0:
+		return new(time.Duration(0))
+	}
+	return new(msDur(ms))
+}
+
+// minRetry is the gate's minimum connection cooldown: 0 in this
+// configuration still means the default (5 s), a negative value 0.
+func minRetry(ms int) *time.Duration {
+	if ms == 0 {
+		return nil
+	}
+	return new(msDur(ms))
+}
+
 func breakerProfile(p BreakerProfile) breaker.Profile {
 	return breaker.Profile{DegradedAt: p.DegradedAt, OpenAt: p.OpenAt, Reset: msDur(p.ResetMs),
 		MaxMultiplier: p.MaxMultiplier, EscalationCount: p.EscalationCount, Window: msDur(p.WindowMs),
@@ -24,78 +47,120 @@ func breakerProfile(p BreakerProfile) breaker.Profile {
 }
 
 func cooldownProfile(p CooldownProfile) cooldown.Profile {
-	return cooldown.Profile{Base: msDur(p.BaseMs), Steps: p.Steps, Max: msDur(p.MaxMs)}
+	cp := cooldown.Profile{Max: msDur(p.MaxMs)}
+	if p.BaseMs > 0 { // 0 in this configuration still means the default
+		cp.Base = new(msDur(p.BaseMs))
+	}
+	if p.Steps > 0 {
+		cp.Steps = new(p.Steps)
+	}
+	return cp
+}
+
+// lockoutSteps maps the configuration's maxBackoffSteps onto the lockout's:
+// 0 (or absent) is the default, a negative value no escalation.
+func lockoutSteps(n int) *int {
+	switch {
+	case n > 0:
+		return new(n)
+	case n < 0:
+		return new(0)
+	}
+	return nil
+}
+
+// liveTables are the per-provider and per-connection facts the layers
+// read through callbacks, replaced as a whole by a reload.
+type liveTables struct {
+	classOf map[string]routeguard.Class // by provider
+	maxConc map[string]queue.Config     // by connection
+}
+
+func newLiveTables(c *Config) *liveTables {
+	t := &liveTables{classOf: map[string]routeguard.Class{}, maxConc: map[string]queue.Config{}}
+	for _, p := range c.Providers {
+		cl, _ := routeguard.ParseClass(p.Class) // "" is Unknown: the breaker's APIKey profile
+		t.classOf[p.ID] = cl
+		for _, cn := range p.Connections {
+			if cn.MaxConcurrent > 0 {
+				t.maxConc[cn.ID] = queue.Config{MaxConcurrency: cn.MaxConcurrent}
+			}
+		}
+	}
+	return t
+}
+
+// operatorRules turns the configured provider error rules into the
+// classifier's.
+func operatorRules(rs Resilience) map[string][]restate.OperatorRule {
+	rules := map[string][]restate.OperatorRule{}
+	for p, list := range rs.ProviderErrorRules {
+		for _, r := range list {
+			rules[p] = append(rules[p], restate.OperatorRule{Status: r.Status, Match: r.Match,
+				Scope: restate.Scope(strings.ToLower(r.Scope)), Reason: restate.Reason(r.Reason), Cooldown: msDur(r.CooldownMs)})
+		}
+	}
+	return rules
+}
+
+// registerConnections gives every connection of c its provider tag and
+// class in the cooldown tracker, keeping its state.
+func registerConnections(tracker *cooldown.Tracker, c *Config, now time.Time) {
+	for _, p := range c.Providers {
+		class, _ := routeguard.ParseClass(p.Class) // OAuth, else the APIKey profile
+		for _, cn := range p.Connections {
+			tracker.RegisterAt(cn.ID, cooldown.Options{Provider: p.ID, Class: class}, now)
+		}
+	}
 }
 
 // buildLayers turns the resilience settings into the router's layers, and
-// registers every connection with the cooldown tracker.
-func buildLayers(c *Config) (combo.Config, error) {
-	classOf := map[string]breaker.Class{}
-	for _, p := range c.Providers {
-		cl, _ := breaker.ParseClass(p.Class)
-		classOf[p.ID] = cl
-	}
-	providerClass := func(p string) breaker.Class { return classOf[p] }
+// registers every connection with the cooldown tracker. The layers read
+// provider classes and connection caps from live, so that a reload can
+// change them.
+func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins *affinity.MemoryStore) (combo.Config, error) {
+	providerClass := func(p string) routeguard.Class { return live.Load().classOf[p] }
 	rs := c.Resilience
 
-	classifier := restate.New(restate.Settings{})
+	classifier := restate.New(restate.Config{})
 	if len(rs.ProviderErrorRules) > 0 {
-		rules := map[string][]restate.OperatorRule{}
-		for p, list := range rs.ProviderErrorRules {
-			for _, r := range list {
-				rules[p] = append(rules[p], restate.OperatorRule{Status: r.Status, Match: r.Match,
-					Scope: restate.Scope(strings.ToLower(r.Scope)), Reason: restate.Reason(r.Reason), Cooldown: msDur(r.CooldownMs)})
-			}
-		}
-		if err := classifier.SetOperatorRules(rules); err != nil {
+		if err := classifier.SetOperatorRules(operatorRules(rs)); err != nil {
 			return combo.Config{}, &ConfigError{Field: "resilience.providerErrorRules", Problem: err.Error()}
 		}
 	}
 
-	maxConc := map[string]queue.Settings{}
 	tracker := cooldown.New(cooldown.Config{
 		OAuth: cooldownProfile(rs.Cooldown.OAuth), APIKey: cooldownProfile(rs.Cooldown.APIKey),
 		MaxHint: msDur(rs.Cooldown.MaxHintMs),
 	})
-	for _, p := range c.Providers {
-		class := cooldown.APIKey
-		if classOf[p.ID] == breaker.OAuth {
-			class = cooldown.OAuth
-		}
-		for _, cn := range p.Connections {
-			tracker.Register(cn.ID, cooldown.Options{Provider: p.ID, Class: class})
-			if cn.MaxConcurrent > 0 {
-				maxConc[cn.ID] = queue.Settings{MaxConcurrency: cn.MaxConcurrent}
-			}
-		}
-	}
+	registerConnections(tracker, c, time.Now())
 
 	q := rs.RequestQueue
 	wd := rs.ThroughputWatchdog
 	return combo.Config{
 		Breakers: breaker.NewSet(breaker.Config{
-			Settings: breaker.Settings{OAuth: breakerProfile(rs.Breaker.OAuth), APIKey: breakerProfile(rs.Breaker.APIKey),
-				Local: breakerProfile(rs.Breaker.Local)},
+			OAuth: breakerProfile(rs.Breaker.OAuth), APIKey: breakerProfile(rs.Breaker.APIKey),
+			Local:   breakerProfile(rs.Breaker.Local),
 			ClassOf: providerClass,
 		}),
-		Gate: breaker.NewGate(breaker.GateConfig{Settings: breaker.GateSettings{Enabled: rs.ProviderCooldown.Enabled,
-			MinRetryCooldown: msDur(rs.ProviderCooldown.MinRetryCooldownMs), MaxRetryCooldown: msDur(rs.ProviderCooldown.MaxRetryCooldownMs)},
+		Gate: breaker.NewGate(breaker.GateConfig{Enabled: rs.ProviderCooldown.Enabled,
+			MinRetry: minRetry(rs.ProviderCooldown.MinRetryCooldownMs), MaxRetry: msDur(rs.ProviderCooldown.MaxRetryCooldownMs),
 			ClassOf: providerClass}),
 		Cooldowns: tracker,
-		Lockouts: lockout.New(lockout.Config{Settings: lockout.Settings{Enabled: rs.Lockout.Enabled, ErrorCodes: rs.Lockout.ErrorCodes,
+		Lockouts: lockout.New(lockout.Config{Enabled: rs.Lockout.Enabled, ErrorCodes: rs.Lockout.ErrorCodes,
 			BaseCooldown: msDur(rs.Lockout.BaseCooldownMs), MaxCooldown: msDur(rs.Lockout.MaxCooldownMs),
-			MaxBackoffSteps: rs.Lockout.MaxBackoffSteps, EscalationWindow: msDur(rs.Lockout.EscalationWindowMs)}}),
-		Pins:   affinity.New(affinity.Config{Settings: affinity.Settings{TTL: msDur(rs.SessionAffinityTTLMs)}}),
+			MaxBackoffSteps: lockoutSteps(rs.Lockout.MaxBackoffSteps), EscalationWindow: msDur(rs.Lockout.EscalationWindowMs)}),
+		Pins:   affinity.New(affinity.Config{TTL: msDur(rs.SessionAffinityTTLMs), Store: pins}),
 		Leases: lease.New(lease.Config{TTL: msDur(rs.LeaseTTLMs)}),
 		Queue: queue.New(queue.Config{
-			Defaults: queue.Settings{MaxQueueWait: msDur(q.MaxQueueWaitMs), ExecutionTimeout: msDur(q.ExecutionTimeoutMs),
-				MaxQueueDepth: q.MaxQueueDepth, RequestsPerMinute: q.RequestsPerMinute},
-			Overrides: func(key string) queue.Settings { return maxConc[key] },
+			MaxQueueWait: msDur(q.MaxQueueWaitMs), ExecutionTimeout: msDur(q.ExecutionTimeoutMs),
+			MaxQueueDepth: q.MaxQueueDepth, RequestsPerMinute: q.RequestsPerMinute,
+			Overrides: func(key string) queue.Config { return live.Load().maxConc[key] },
 		}),
 		Classifier: classifier,
 		Watchdog: watchdog.Config{
-			Throughput: watchdog.Settings{Enabled: wd.Enabled, Warmup: msDur(wd.WarmupMs), Window: msDur(wd.WindowMs),
-				MinBytesPerSecond: wd.MinBytesPerSecond},
+			Throughput: wd.Enabled, Warmup: warmup(wd.WarmupMs), Window: msDur(wd.WindowMs),
+			MinBytesPerSecond: wd.MinBytesPerSecond,
 			// The router holds a stream back until its first useful output
 			// whatever HoldHeartbeats says.
 			IdleTimeout: msDur(wd.IdleTimeoutMs), AttemptDeadline: msDur(wd.AttemptDeadlineMs),
@@ -103,16 +168,16 @@ func buildLayers(c *Config) (combo.Config, error) {
 	}, nil
 }
 
-// buildCombos expands the configured combos into router combos: a target
+// buildCombos expands the configured ordering combos into router combos: a target
 // without a connection becomes one target per connection of its provider.
 func buildCombos(c *Config) map[string]*combo.Combo {
 	out := map[string]*combo.Combo{}
 	providers := providerIndex(c)
 	for _, cb := range c.Combos {
-		rc := &combo.Combo{Name: cb.Name, Strategy: cb.Strategy, Settings: combo.Settings{
-			MaxAttempts: cb.Settings.MaxAttempts, TargetTimeout: msDur(cb.Settings.TargetTimeoutMs),
-			StickyLimit: cb.Settings.StickyLimit, CooldownWait: cooldownWait(c),
-		}}
+		if cb.Strategy == StrategyFusion || cb.Strategy == StrategyPipeline {
+			continue // see buildCompositions
+		}
+		rc := &combo.Combo{Name: cb.Name, Strategy: cb.Strategy, Settings: comboSettings(c, cb.Settings)}
 		for _, t := range cb.Targets {
 			rc.Targets = append(rc.Targets, expand(providers[t.Provider], t)...)
 		}
@@ -121,12 +186,25 @@ func buildCombos(c *Config) map[string]*combo.Combo {
 	return out
 }
 
+// comboSettings are the router settings of a configured combo.
+func comboSettings(c *Config, s ComboSettings) combo.Settings {
+	return combo.Settings{MaxAttempts: s.MaxAttempts, TargetTimeout: msDur(s.TargetTimeoutMs),
+		StickyLimit: s.StickyLimit, CooldownWait: cooldownWait(c)}
+}
+
 // cooldownWait is the combo cooldown-aware retry of the configuration,
 // shared by the configured combos and the provider/model ones.
+// An explicit 0 in the JSON stays 0; an absent field is the default.
 func cooldownWait(c *Config) combo.CooldownWait {
 	cw := c.Resilience.ComboCooldownWait
-	return combo.CooldownWait{Disabled: cw.Disabled, MaxWait: msDur(cw.MaxWaitMs),
-		MaxAttempts: cw.MaxAttempts, Budget: msDur(cw.BudgetMs)}
+	out := combo.CooldownWait{Disabled: cw.Disabled, Budget: msDur(cw.BudgetMs)}
+	if cw.MaxWaitMs != nil {
+		out.MaxWait = new(msDur(*cw.MaxWaitMs))
+	}
+	if cw.MaxAttempts != nil {
+		out.MaxAttempts = new(*cw.MaxAttempts)
+	}
+	return out
 }
 
 func providerIndex(c *Config) map[string]*Provider {

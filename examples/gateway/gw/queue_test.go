@@ -16,7 +16,8 @@ import (
 // resilience.requestQueue and a connection's maxConcurrent reach the
 // admission queue: with one slot and room for one waiter, a third request
 // to the connection is refused at once while the first runs and the second
-// waits, and the waiter is served when the slot frees.
+// waits, and the waiter is served when the slot frees. The refused request
+// is told 429 RATE_LIMIT_QUEUE_FULL with Retry-After (queue contract D10).
 func TestRequestQueueSettingsApply(t *testing.T) {
 	release := make(chan struct{})
 	up := combotest.New()
@@ -44,17 +45,18 @@ func TestRequestQueueSettingsApply(t *testing.T) {
 		}()
 		// The first request holds the slot, the second waits for it.
 		require.Eventually(t, func() bool {
-			st := q.Status("p-1")
+			st := q.StatusAt("p-1", time.Now())
 			return st.Running == 1 && st.Waiting == i
 		}, 5*time.Second, time.Millisecond, "request %d", i+1)
 	}
-	st := q.Status("p-1")
+	st := q.StatusAt("p-1", time.Now())
 	assert.Equal(t, 1, st.Cap)
 	assert.Equal(t, 1, st.Depth)
 
 	third := r.chat("p/"+rigModel, false, 10*time.Second)
-	assert.Equal(t, http.StatusServiceUnavailable, third.Status, "%s", third.Body)
-	assert.Equal(t, "all_targets_cooling_down", third.Code)
+	assert.Equal(t, http.StatusTooManyRequests, third.Status, "%s", third.Body)
+	assert.Equal(t, "RATE_LIMIT_QUEUE_FULL", third.Code)
+	assert.Equal(t, "1", third.Header.Get("Retry-After"))
 	assert.Contains(t, string(third.Body), `"reason":"queue_full"`)
 	assert.Equal(t, 1, up.Total(), "the refused request never went upstream")
 
@@ -65,7 +67,7 @@ func TestRequestQueueSettingsApply(t *testing.T) {
 	}
 	assert.Equal(t, 2, up.Total())
 	found := false
-	for _, ks := range q.Snapshot() {
+	for _, ks := range q.SnapshotAt(time.Now()) {
 		if ks.Key == "p-1" {
 			found = true
 			assert.Equal(t, 600, ks.RequestsPerMinute)

@@ -121,6 +121,7 @@ type result struct {
 	Code   string        // error.code of a JSON error answer, as written
 	Target string        // X-Routeguard-Target of a routed answer
 	Body   []byte        // the whole body
+	Header http.Header   // the answer's headers
 	Err    error         // transport or body-read error seen by the client
 	Wall   time.Duration // from sending to the end of the body
 }
@@ -176,7 +177,7 @@ func (r *rig) send(req *http.Request) result {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	res := result{Status: resp.StatusCode, Target: resp.Header.Get("X-Routeguard-Target"), Body: b, Err: err,
-		Wall: time.Since(start)}
+		Header: resp.Header, Wall: time.Since(start)}
 	if resp.StatusCode >= 400 {
 		res.Code = errorCode(b)
 	}

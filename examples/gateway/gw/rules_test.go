@@ -58,3 +58,20 @@ func TestProviderErrorRuleCoolsTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// Restatement contract M5: agentrouter's 403 "额度不足" is restated as a 429
+// whose client retry time is the rule's 60 s. The upstream sent no
+// Retry-After, so the gateway's answer carries the router's own.
+func TestRestatedAnswerCarriesItsRetryAfter(t *testing.T) {
+	up := combotest.New()
+	up.Script("", combotest.Error(http.StatusForbidden, "用户额度不足"))
+	cfg := &gw.Config{Providers: []gw.Provider{provider("agentrouter", up, 1)},
+		Combos: []gw.Combo{comboOf("c", 2*time.Second, "agentrouter")}}
+	cfg.Resilience.ComboCooldownWait.Disabled = true
+	r := newRig(t, cfg, map[string]*combotest.Upstream{"agentrouter": up})
+
+	res := r.chat("c", false, 5*time.Second)
+	assert.Equal(t, http.StatusTooManyRequests, res.Status, "%s", res.Body)
+	assert.Equal(t, "60", res.Header.Get("Retry-After"))
+	assert.Equal(t, 1, up.Total())
+}

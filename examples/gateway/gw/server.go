@@ -4,19 +4,25 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/routeguard/routeguard/affinity"
 	"github.com/routeguard/routeguard/combo"
+	"github.com/routeguard/routeguard/combo/admin"
+	"github.com/routeguard/routeguard/cooldown"
 	"github.com/routeguard/routeguard/lease"
 )
 
@@ -25,28 +31,55 @@ const MaxRequestBody = 8 << 20
 
 // Options tune a Server beyond its configuration.
 type Options struct {
-	// Logger receives one record per failed or skipped attempt; nil
-	// discards.
+	// Logger receives one record per failed or skipped attempt and one
+	// per reload; nil discards. The configuration's resolved environment
+	// values are redacted from every record.
 	Logger *slog.Logger
 	// Upstream sends the requests to the providers; nil means a pooled
 	// http.Transport.
 	Upstream http.RoundTripper
+	// Load reads the configuration again, for Server.ReloadSource (on
+	// SIGHUP and POST /api/gateway/reload); nil means the configuration
+	// cannot be reloaded.
+	Load func() (*Config, error)
 }
 
 // Server is the gateway: an http.Handler serving POST /v1/chat/completions,
-// GET /v1/models and the admin API under /api/.
+// GET /v1/models, POST /api/gateway/reload and the admin API under /api/.
+//
+// The layers (breakers, cooldowns, lockouts, pins, leases, queues) live as
+// long as the Server; the configuration that routes over them can be
+// replaced with Reload while requests are served (see Reload).
 type Server struct {
+	layers   combo.Config
+	live     atomic.Pointer[liveTables]
+	pinStore *affinity.MemoryStore
+	cur      atomic.Pointer[state]
+	boot     *Config // the configuration the Server started with
+	admin    *admin.Handler
+	upstream http.RoundTripper
+	own      *http.Transport // closed by Close when the Server made it
+	mux      *http.ServeMux
+	limits   serverLimits
+	slots    chan struct{} // the concurrency cap of the client routes
+	logger   *slog.Logger  // redacting; nil when Options.Logger is nil
+	load     func() (*Config, error)
+	reloadMu sync.Mutex
+	inflight inFlight
+}
+
+// state is one generation of the configuration: a request reads it once
+// and is served by it to the end, whatever reloads happen meanwhile.
+type state struct {
+	gen       int64
 	cfg       *Config
-	layers    combo.Config
 	router    *combo.Router
-	admin     *combo.Admin
-	combos    map[string]*combo.Combo
+	combos    map[string]*combo.Combo // the ordering combos
+	fusions   map[string]*fusionRoute
+	pipelines map[string][]string // step names
 	providers map[string]*Provider
 	conns     map[string]*Connection // by id
 	keys      map[string]*APIKey     // by key value
-	upstream  http.RoundTripper
-	own       *http.Transport // closed by Close when the Server made it
-	mux       *http.ServeMux
 }
 
 // New builds a Server from a validated configuration.
@@ -54,31 +87,26 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	layers, err := buildLayers(cfg)
+	s := &Server{
+		boot:     cfg,
+		upstream: opts.Upstream,
+		mux:      http.NewServeMux(),
+		limits:   cfg.Server.limits(),
+		load:     opts.Load,
+		pinStore: affinity.NewMemoryStore(0),
+	}
+	s.live.Store(newLiveTables(cfg))
+	layers, err := buildLayers(cfg, &s.live, s.pinStore)
 	if err != nil {
 		return nil, err
 	}
-	layers.Logger = opts.Logger
-	s := &Server{
-		cfg:       cfg,
-		layers:    layers,
-		router:    combo.New(layers),
-		combos:    buildCombos(cfg),
-		providers: providerIndex(cfg),
-		conns:     map[string]*Connection{},
-		keys:      map[string]*APIKey{},
-		upstream:  opts.Upstream,
-		mux:       http.NewServeMux(),
+	if opts.Logger != nil {
+		s.logger = slog.New(&redactHandler{next: opts.Logger.Handler(), secrets: s.secrets})
+		layers.Logger = s.logger
 	}
-	for i := range cfg.Providers {
-		for j := range cfg.Providers[i].Connections {
-			cn := &cfg.Providers[i].Connections[j]
-			s.conns[cn.ID] = cn
-		}
-	}
-	for i := range cfg.APIKeys {
-		s.keys[cfg.APIKeys[i].Key] = &cfg.APIKeys[i]
-	}
+	s.layers = layers
+	s.cur.Store(s.newState(cfg, 1))
+	s.slots = make(chan struct{}, s.limits.maxConcurrent)
 	if s.upstream == nil {
 		s.own = &http.Transport{
 			Proxy:               nil,
@@ -89,26 +117,73 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		}
 		s.upstream = s.own
 	}
-	s.admin = combo.NewAdmin(combo.AdminConfig{
-		Breakers: layers.Breakers, Gate: layers.Gate, Cooldowns: layers.Cooldowns, Lockouts: layers.Lockouts,
-		Leases: layers.Leases, Queue: layers.Queue, Pins: layers.Pins,
+	s.admin = admin.New(admin.Config{
+		Layers:    layers,
 		Authorize: s.authorizeAdmin,
-		LeaseAuth: lease.AuthenticatorFunc(s.leaseCaller),
-		LeaseOptions: &lease.HandlerOptions{
-			Resolver: lease.ResolverFunc(s.leaseTarget),
+		LeaseAuth: admin.LeaseAuthenticatorFunc(s.leaseCaller),
+		Lease: admin.LeaseConfig{
+			Resolver: admin.LeaseResolverFunc(s.leaseTarget),
 			Describe: s.describe,
 		},
 	})
 	s.mux.HandleFunc("/v1/chat/completions", s.chat)
 	s.mux.HandleFunc("/v1/models", s.models)
+	s.mux.HandleFunc(ReloadPath, s.reloadRoute)
 	s.mux.Handle("/api/", s.admin)
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// newState builds generation gen of cfg over the Server's layers.
+func (s *Server) newState(cfg *Config, gen int64) *state {
+	st := &state{
+		gen:       gen,
+		cfg:       cfg,
+		router:    combo.New(s.layers),
+		combos:    buildCombos(cfg),
+		providers: providerIndex(cfg),
+		conns:     map[string]*Connection{},
+		keys:      map[string]*APIKey{},
+	}
+	st.fusions, st.pipelines = buildCompositions(cfg, st.providers)
+	for i := range cfg.Providers {
+		for j := range cfg.Providers[i].Connections {
+			cn := &cfg.Providers[i].Connections[j]
+			st.conns[cn.ID] = cn
+		}
+	}
+	for i := range cfg.APIKeys {
+		st.keys[cfg.APIKeys[i].Key] = &cfg.APIKeys[i]
+	}
+	return st
+}
+
+// secrets are the resolved environment values of the configuration in
+// use, and of the one the Server started with.
+func (s *Server) secrets() []string {
+	out := s.boot.secrets
+	if st := s.cur.Load(); st != nil && st.cfg != s.boot {
+		out = append(slices.Clip(out), st.cfg.secrets...)
+	}
+	return out
+}
+
+// ServeHTTP implements http.Handler. A client route over the concurrency
+// cap is answered 503 at once; every retry hint in an answer passes
+// through ClientRetryAfter.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g := &guardWriter{ResponseWriter: w}
+	if clientRoute(r.URL.Path) {
+		if !s.admit() {
+			writeOverloaded(g)
+			return
+		}
+		defer s.leave()
+	}
+	s.mux.ServeHTTP(g, r)
+}
 
 // Layers returns the router's layers, for inspection in tests and tools.
+// They are the same for the Server's whole life, across reloads.
 func (s *Server) Layers() combo.Config { return s.layers }
 
 // Close releases the idle upstream connections the Server opened.
@@ -130,46 +205,47 @@ func bearer(r *http.Request) string {
 // authorizeAdmin admits the admin token. A client API key is a known
 // caller without the right (403); anything else is unauthenticated (401).
 func (s *Server) authorizeAdmin(r *http.Request) error {
+	st := s.cur.Load()
 	tok := bearer(r)
 	switch {
-	case s.cfg.AdminToken != "" && tok != "" &&
-		subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AdminToken)) == 1:
+	case st.cfg.AdminToken != "" && tok != "" &&
+		subtle.ConstantTimeCompare([]byte(tok), []byte(st.cfg.AdminToken)) == 1:
 		return nil
-	case tok != "" && s.keys[tok] != nil:
-		return combo.ErrAdminForbidden
+	case tok != "" && st.keys[tok] != nil:
+		return admin.ErrForbidden
 	}
-	return combo.ErrAdminUnauthorized
+	return admin.ErrUnauthorized
 }
 
 // client returns the API key of a chat request; nil with no keys
 // configured. ok is false when the request must be refused.
-func (s *Server) client(r *http.Request) (*APIKey, bool) {
-	if len(s.keys) == 0 {
+func (st *state) client(r *http.Request) (*APIKey, bool) {
+	if len(st.keys) == 0 {
 		return nil, true
 	}
-	k := s.keys[bearer(r)]
+	k := st.keys[bearer(r)]
 	return k, k != nil
 }
 
-func (s *Server) leaseCaller(r *http.Request) (lease.Caller, error) {
+func (s *Server) leaseCaller(r *http.Request) (admin.LeaseCaller, error) {
 	tok := bearer(r)
 	if tok == "" {
-		return lease.Caller{}, lease.ErrAuthenticationRequired
+		return admin.LeaseCaller{}, admin.ErrLeaseAuthenticationRequired
 	}
-	k := s.keys[tok]
+	k := s.cur.Load().keys[tok]
 	if k == nil {
-		return lease.Caller{}, lease.ErrAPIKeyInvalid
+		return admin.LeaseCaller{}, admin.ErrLeaseAPIKeyInvalid
 	}
-	return lease.Caller{APIKeyID: k.ID, Scopes: k.Scopes, AllowedConnections: k.AllowedConnections}, nil
+	return admin.LeaseCaller{APIKeyID: k.ID, Scopes: k.Scopes, AllowedConnections: k.AllowedConnections}, nil
 }
 
 // leaseTarget resolves the model of a lease acquire: a combo (its first
 // target's provider) or provider/model. The candidates are the provider's
 // connections that are not cooling or terminal now.
-func (s *Server) leaseTarget(_ context.Context, _ lease.Caller, model string) (lease.Target, error) {
-	c, err := s.resolve(model)
+func (s *Server) leaseTarget(_ context.Context, _ admin.LeaseCaller, model string) (admin.LeaseTarget, error) {
+	c, err := s.cur.Load().resolve(model)
 	if err != nil {
-		return lease.Target{}, lease.ErrModelInvalid
+		return admin.LeaseTarget{}, admin.ErrLeaseModelInvalid
 	}
 	provider := c.Targets[0].Provider
 	now := time.Now()
@@ -180,44 +256,46 @@ func (s *Server) leaseTarget(_ context.Context, _ lease.Caller, model string) (l
 			continue
 		}
 		seen = true
-		if s.layers.Cooldowns.StatusAt(t.Connection, now).Available() {
+		if s.layers.Cooldowns.StatusAt(t.Connection, now).State == cooldown.Available {
 			cands = append(cands, t.Connection)
 		}
 	}
 	if seen && len(cands) == 0 {
-		return lease.Target{}, lease.ErrEligibilityUnavailable
+		return admin.LeaseTarget{}, admin.ErrLeaseEligibilityUnavailable
 	}
-	return lease.Target{Provider: provider, Candidates: cands}, nil
+	return admin.LeaseTarget{Provider: provider, Candidates: cands}, nil
 }
 
-func (s *Server) describe(conn string) lease.ConnectionInfo {
-	if cn := s.conns[conn]; cn != nil {
-		return lease.ConnectionInfo{DisplayName: cn.Name}
+func (s *Server) describe(conn string) admin.LeaseConnection {
+	if cn := s.cur.Load().conns[conn]; cn != nil {
+		return admin.LeaseConnection{DisplayName: cn.Name}
 	}
-	return lease.ConnectionInfo{}
+	return admin.LeaseConnection{}
 }
 
 // errModel is a model that names neither a combo nor a provider/model.
 var errModel = errors.New("unknown model")
 
-// resolve returns the combo serving model: a configured combo, or an
-// ad-hoc one over every connection of provider for "provider/model".
-func (s *Server) resolve(model string) (*combo.Combo, error) {
-	if c := s.combos[model]; c != nil {
+// resolve returns the ordering combo serving model: a configured combo,
+// or an ad-hoc one over every connection of provider for
+// "provider/model". Fusions and pipelines are not resolved here.
+func (st *state) resolve(model string) (*combo.Combo, error) {
+	if c := st.combos[model]; c != nil {
 		return c, nil
 	}
 	pid, m, ok := strings.Cut(model, "/")
-	p := s.providers[pid]
+	p := st.providers[pid]
 	if !ok || p == nil || m == "" || (len(p.Models) > 0 && !contains(p.Models, m)) {
 		return nil, errModel
 	}
-	return &combo.Combo{Name: model, Strategy: combo.StrategyPriority, Targets: expand(p, Target{Provider: pid, Model: m}),
-		Settings: combo.Settings{CooldownWait: cooldownWait(s.cfg)}}, nil
+	return &combo.Combo{Name: model, Strategy: "priority", Targets: expand(p, Target{Provider: pid, Model: m}),
+		Settings: combo.Settings{CooldownWait: cooldownWait(st.cfg)}}, nil
 }
 
 // models lists the combos and provider models as an OpenAI model list.
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.client(r); !ok {
+	st := s.cur.Load()
+	if _, ok := st.client(r); !ok {
 		writeOpenAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Invalid API key")
 		return
 	}
@@ -227,10 +305,10 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		OwnedBy string `json:"owned_by"`
 	}
 	list := []model{}
-	for _, c := range s.cfg.Combos {
+	for _, c := range st.cfg.Combos {
 		list = append(list, model{ID: c.Name, Object: "model", OwnedBy: "combo"})
 	}
-	for _, p := range s.cfg.Providers {
+	for _, p := range st.cfg.Providers {
 		for _, m := range p.Models {
 			list = append(list, model{ID: p.ID + "/" + m, Object: "model", OwnedBy: p.ID})
 		}
@@ -238,21 +316,49 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": list})
 }
 
-// chat serves POST /v1/chat/completions through the router.
+// chatRequest is one chat request as read and checked, before routing.
+type chatRequest struct {
+	st     *state
+	key    *APIKey
+	fields map[string]json.RawMessage // the body, without the routeguard field
+	body   []byte                     // the body as received
+	model  string
+	prefs  prefs
+	rr     combo.Request // session, lease and tools; Combo unset
+	header http.Header   // the client's headers
+}
+
+// chat serves POST /v1/chat/completions through the router. The whole
+// request is served by the configuration generation it started on.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	st := s.cur.Load()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeOpenAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "Use POST")
 		return
 	}
-	key, ok := s.client(r)
+	key, ok := st.client(r)
 	if !ok {
 		writeOpenAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Invalid or missing API key")
 		return
 	}
+	if key != nil && key.MaxInFlight > 0 {
+		if !s.inflight.enter(key.ID, key.MaxInFlight) {
+			w.Header().Set("Retry-After", "1")
+			writeOpenAIError(w, http.StatusTooManyRequests, "rate_limit_error", codeClientInFlight,
+				"This API key has "+strconv.Itoa(key.MaxInFlight)+" requests in flight, its limit")
+			return
+		}
+		defer s.inflight.leave(key.ID)
+	}
+	if !jsonContentType(r.Header) {
+		writeOpenAIError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_media_type",
+			"Content-Type must be application/json")
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
 	if err != nil {
-		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large", "Request body is too large")
+		writeBodyError(w, err)
 		return
 	}
 	var fields map[string]json.RawMessage
@@ -265,42 +371,58 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "model_required", "The model field is required")
 		return
 	}
-	c, err := s.resolve(model)
+	cr := &chatRequest{st: st, key: key, fields: fields, body: body, model: model, header: r.Header}
+	if raw, ok := fields[prefsField]; ok {
+		p, perr := parsePrefs(raw, st.providers)
+		if perr != nil {
+			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", perr.code, perr.msg)
+			return
+		}
+		cr.prefs = p
+		delete(fields, prefsField)
+	}
+	if k, ok := affinity.KeyFrom(r.Header, body); ok {
+		cr.rr.Session = sessionFor(keyID(key), k)
+	}
+	if managed(key) || r.Header[lease.HeaderOwner] != nil || r.Header[lease.HeaderGeneration] != nil {
+		_, gen, err := lease.ParseHeader(r.Header)
+		if err != nil {
+			admin.WriteLeaseError(w, err)
+			return
+		}
+		cr.rr.Lease = &combo.LeaseClaim{Owner: strings.TrimSpace(r.Header.Get(lease.HeaderOwner)), APIKeyID: keyID(key), Generation: int64(gen)}
+	}
+	if tools, ok := fields["tools"]; ok {
+		var list []json.RawMessage
+		if json.Unmarshal(tools, &list) == nil {
+			cr.rr.Tools = len(list)
+		}
+	}
+
+	switch {
+	case st.fusions[model] != nil:
+		s.serveFusion(w, r, cr, st.fusions[model])
+		return
+	case st.pipelines[model] != nil:
+		s.servePipeline(w, r, cr, st.pipelines[model])
+		return
+	}
+	c, err := st.resolve(model)
 	if err != nil {
 		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
 			"Model "+strconv.Quote(model)+" is neither a combo nor a known provider/model")
 		return
 	}
-
-	rr := combo.Request{Combo: c}
-	if k, ok := affinity.KeyFrom(r.Header, body); ok {
-		d := k.Digest()
-		rr.Session = hex.EncodeToString(d[:])
+	if c, ok = cr.prefs.narrow(c); !ok {
+		writeNoProviderLeft(w)
+		return
 	}
-	if managed(key) || lease.HasLeaseHeaders(r.Header) {
-		_, gen, err := lease.ParseHeader(r.Header)
-		if err != nil {
-			lease.WriteError(w, err)
-			return
-		}
-		id := ""
-		if key != nil {
-			id = key.ID
-		}
-		rr.Lease = &combo.LeaseClaim{Owner: strings.TrimSpace(r.Header.Get(lease.HeaderOwner)), APIKeyID: id, Generation: int64(gen)}
-	}
-	if tools, ok := fields["tools"]; ok {
-		var list []json.RawMessage
-		if json.Unmarshal(tools, &list) == nil {
-			rr.Tools = len(list)
-		}
-	}
-
-	out := forwardHeaders(r.Header)
+	rr := cr.rr
+	rr.Combo = c
 	send := func(ctx context.Context, t *combo.Target) (*http.Response, error) {
-		return s.send(ctx, t, fields, out)
+		return s.send(ctx, st, t, fields, r.Header)
 	}
-	res, err := s.router.Do(r.Context(), rr, send)
+	res, err := st.router.Do(r.Context(), rr, send)
 	if res != nil {
 		w.Header().Set("X-Routeguard-Attempts", strconv.Itoa(len(res.Attempts)))
 	}
@@ -316,7 +438,7 @@ func managed(k *APIKey) bool {
 		return false
 	}
 	for _, sc := range k.Scopes {
-		if sc == lease.ScopeExclusive {
+		if sc == admin.ScopeLeaseExclusive {
 			return true
 		}
 	}
@@ -324,10 +446,13 @@ func managed(k *APIKey) bool {
 }
 
 // send makes one upstream attempt: the body with the target's model, the
-// connection's key as bearer token.
-func (s *Server) send(ctx context.Context, t *combo.Target, fields map[string]json.RawMessage, h http.Header) (*http.Response, error) {
-	p := s.providers[t.Provider]
-	cn := s.conns[t.Connection]
+// headers of upstreamHeader (the connection's key as bearer token).
+func (s *Server) send(ctx context.Context, st *state, t *combo.Target, fields map[string]json.RawMessage, client http.Header) (*http.Response, error) {
+	p := st.providers[t.Provider]
+	cn := st.conns[t.Connection]
+	if p == nil {
+		return nil, fmt.Errorf("gateway: provider %q is not configured", t.Provider)
+	}
 	body, err := withModel(fields, t.Model)
 	if err != nil {
 		return nil, err
@@ -336,9 +461,7 @@ func (s *Server) send(ctx context.Context, t *combo.Target, fields map[string]js
 	if err != nil {
 		return nil, err
 	}
-	req.Header = h.Clone()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+cn.APIKey)
+	req.Header = upstreamHeader(client, p, cn)
 	return s.upstream.RoundTrip(req)
 }
 
@@ -357,40 +480,14 @@ func withModel(fields map[string]json.RawMessage, model string) ([]byte, error) 
 	return json.Marshal(cp)
 }
 
-// hopHeaders are never forwarded in either direction.
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
-	"Transfer-Encoding", "Upgrade", "Content-Length", "Host", "Authorization", "Cookie", "Set-Cookie", "Accept-Encoding"}
-
-// forwardHeaders returns the client headers that go upstream: everything
-// but hop-by-hop headers, credentials, and the session and lease headers.
-func forwardHeaders(in http.Header) http.Header {
-	h := in.Clone()
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-	for k := range h {
-		if strings.HasPrefix(strings.ToLower(k), "x-forwarded-") {
-			delete(h, k)
-		}
-	}
-	affinity.StripHeaders(h)
-	lease.StripHeaders(h)
-	return h
-}
-
 // relay copies the winning upstream answer to the client, flushing as it
 // goes so that streams reach the client as they arrive.
 func (s *Server) relay(w http.ResponseWriter, res *combo.Result) {
 	resp := res.Response
 	defer resp.Body.Close()
-	for k, vs := range resp.Header {
-		w.Header()[k] = vs
-	}
-	for _, k := range hopHeaders {
-		w.Header().Del(k)
-	}
+	relayHeader(w.Header(), resp.Header)
+	// The target as provider/model; connection ids are for the admin API.
 	w.Header().Set("X-Routeguard-Target", res.Target.Provider+"/"+res.Target.Model)
-	w.Header().Set("X-Routeguard-Connection", res.Target.Connection)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
@@ -402,35 +499,53 @@ func (s *Server) relay(w http.ResponseWriter, res *combo.Result) {
 			}
 			_ = rc.Flush()
 		}
-		if err != nil {
+		if err == io.EOF {
 			return
+		}
+		if err != nil {
+			// The answer broke off: end the connection without finishing
+			// the body, so that the client sees a cut, never a shorter
+			// answer that looks complete.
+			panic(http.ErrAbortHandler)
 		}
 	}
 }
 
 // writeError answers a request the router could not serve.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var te *combo.TerminalError
-	var ue *combo.UpstreamError
+	var ce *combo.Error
+	isTerminal := errors.As(err, &ce) && ce.TerminalReason != ""
+	var ue *combo.Error
+	isUpstream := errors.As(err, &ue) && ue.Code == combo.CodeUpstream
 	var le *lease.Error
-	var ce *lease.CapacityError
 	switch {
-	case errors.As(err, &te):
-		te.WriteHTTP(w)
-	case errors.As(err, &ce), errors.As(err, &le):
-		lease.WriteError(w, err)
-	case errors.As(err, &ue):
+	case ce != nil && isComposition(ce.Code):
+		s.writeCompositionError(w, r, ce)
+	case isTerminal:
+		clientView(ce).WriteHTTP(w)
+	case errors.As(err, &le):
+		admin.WriteLeaseError(w, err)
+	case isUpstream:
 		copyRetryHeaders(w.Header(), ue.Header)
+		// The upstream's Retry-After when it is usable, else the router's
+		// own retry time (such as a restatement rule's default).
+		sec, ok := ClientRetryAfter(ue.Header.Get("Retry-After"), time.Now())
+		if rs := ue.RetryAfterSeconds(); !ok && rs > 0 {
+			sec, ok = ClientRetryAfter(strconv.FormatInt(rs, 10), time.Now())
+		}
+		if ok {
+			w.Header().Set("Retry-After", strconv.FormatInt(sec, 10))
+		}
 		if ue.Header != nil && json.Valid(ue.Body) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(ue.Status)
 			_, _ = w.Write(ue.Body)
 			return
 		}
+		// The transport error stays in the log: it names upstream
+		// addresses, which are not the client's business.
+		s.logError(r, err)
 		msg := "Upstream request failed"
-		if ue.Err != nil {
-			msg += ": " + ue.Err.Error()
-		}
 		code := ue.Reason
 		if code == "" {
 			code = "upstream_error"
@@ -439,19 +554,52 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 	default:
-		writeOpenAIError(w, http.StatusBadGateway, "upstream_error", "gateway_error", err.Error())
+		s.logError(r, err)
+		writeOpenAIError(w, http.StatusBadGateway, "upstream_error", "gateway_error", "The gateway could not serve the request")
 	}
 }
 
-// copyRetryHeaders passes the upstream's retry hints (Retry-After and the
-// rate-limit headers) on to the client with a failed answer.
+// logError records an error whose text is not sent to the client.
+func (s *Server) logError(r *http.Request, err error) {
+	if l := s.logger; l != nil {
+		l.Warn("request failed", "path", r.URL.Path, "err", err)
+	}
+}
+
+// copyRetryHeaders passes the upstream's rate-limit headers on to the
+// client with a failed answer; its Retry-After goes through
+// ClientRetryAfter (see writeError).
 func copyRetryHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		lk := strings.ToLower(k)
-		if lk == "retry-after" || strings.HasPrefix(lk, "x-ratelimit-") || strings.HasPrefix(lk, "anthropic-ratelimit-") {
-			dst[k] = vs
+		if strings.HasPrefix(lk, "x-ratelimit-") || strings.HasPrefix(lk, "anthropic-ratelimit-") {
+			dst[k] = append([]string(nil), vs...)
 		}
 	}
+}
+
+// writeBodyError answers a chat request whose body could not be read:
+// 413 over the size limit, 408 when it did not arrive within the read
+// timeout, 400 otherwise. The connection is closed after the answer.
+func writeBodyError(w http.ResponseWriter, err error) {
+	w.Header().Set("Connection", "close")
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large", "Request body is too large")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeOpenAIError(w, http.StatusRequestTimeout, "invalid_request_error", "request_timeout", "The request body did not arrive in time")
+	default:
+		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "body_unreadable", "The request body could not be read")
+	}
+}
+
+// keyID is the id of a client's API key; "" without keys.
+func keyID(k *APIKey) string {
+	if k == nil {
+		return ""
+	}
+	return k.ID
 }
 
 func writeOpenAIError(w http.ResponseWriter, status int, typ, code, msg string) {

@@ -1,0 +1,221 @@
+package otelmetrics_test
+
+// This file is the same in combo/promcollector and combo/otelmetrics, apart
+// from the package clause: the scenarios both packages are measured on.
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/routeguard/routeguard/breaker"
+	"github.com/routeguard/routeguard/combo"
+	"github.com/routeguard/routeguard/combo/combotest"
+	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/lockout"
+	"github.com/routeguard/routeguard/queue"
+	"github.com/routeguard/routeguard/watchdog"
+)
+
+// attacher is what both packages offer.
+type attacher interface {
+	Attach(*combo.Config)
+	AttachBreaker(*breaker.Config)
+	AttachCooldown(*cooldown.Config)
+	AttachLockout(*lockout.Config)
+	AttachQueue(*queue.Config)
+	Do(context.Context, *combo.Router, combo.Request, combo.SendFunc) (*combo.Result, error)
+}
+
+// rig is a router over two fake providers, openai (connection sk-1, model
+// gpt-4o) and anthropic (ak-1, claude), with every layer attached to m.
+type rig struct {
+	m        attacher
+	r        *combo.Router
+	cfg      combo.Config
+	openai   *combotest.Upstream
+	anthropc *combotest.Upstream
+	smart    *combo.Combo
+}
+
+func newRig(t *testing.T, m attacher, wd watchdog.Config) *rig {
+	t.Helper()
+	bc := breaker.Config{Profiles: map[string]breaker.Profile{"openai": {OpenAt: 2}}}
+	cc := cooldown.Config{}
+	lc := lockout.Config{Enabled: true}
+	qc := queue.Config{MaxConcurrency: 4}
+	m.AttachBreaker(&bc)
+	m.AttachCooldown(&cc)
+	m.AttachLockout(&lc)
+	m.AttachQueue(&qc)
+	g := &rig{m: m, openai: combotest.New(), anthropc: combotest.New()}
+	t.Cleanup(g.openai.Close)
+	t.Cleanup(g.anthropc.Close)
+	g.cfg = combo.Config{
+		Breakers:  breaker.NewSet(bc),
+		Cooldowns: cooldown.New(cc),
+		Lockouts:  lockout.New(lc),
+		Queue:     queue.New(qc),
+		Watchdog:  wd,
+	}
+	m.Attach(&g.cfg)
+	g.r = combo.New(g.cfg)
+	g.smart = &combo.Combo{Name: "smart", Targets: []combo.Target{
+		{Provider: "openai", Connection: "sk-1", Model: "gpt-4o"},
+		{Provider: "anthropic", Connection: "ak-1", Model: "claude"},
+	}, Settings: combo.Settings{MaxRetries: new(0)}}
+	return g
+}
+
+func (g *rig) send(ctx context.Context, t *combo.Target) (*http.Response, error) {
+	up := g.openai
+	if t.Provider == "anthropic" {
+		up = g.anthropc
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+t.Provider+".test/v1/chat/completions", nil)
+	req.Header.Set("Authorization", "Bearer "+t.Connection)
+	return up.Transport().RoundTrip(req)
+}
+
+// do routes one request over the smart combo and reads the answer.
+func (g *rig) do(t *testing.T) *combo.Result {
+	t.Helper()
+	res, err := g.m.Do(context.Background(), g.r, combo.Request{Combo: g.smart}, g.send)
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, res.Response.Body)
+	res.Response.Body.Close()
+	return res
+}
+
+// scenarioBreaker: openai answers 503 twice, ten minutes apart; each time
+// the request falls back to anthropic. The openai breaker (opens at 2)
+// goes closed → degraded → open.
+func scenarioBreaker(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{})
+	g.openai.Script("sk-1", combotest.Error(http.StatusServiceUnavailable, "down"))
+	g.do(t)
+	time.Sleep(10 * time.Minute)
+	g.do(t)
+	return g
+}
+
+// scenarioCooldown: openai answers 429 with Retry-After 90 s at the
+// bubble's start; the request falls back to anthropic once.
+func scenarioCooldown(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{})
+	g.openai.Script("sk-1", combotest.RateLimited(90*time.Second))
+	g.do(t)
+	return g
+}
+
+// scenarioStreamCut: openai streams nothing but heartbeats and the
+// readiness timeout (1 s) cuts it; the request falls back to anthropic.
+func scenarioStreamCut(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{ReadinessTimeout: new(time.Second)})
+	g.openai.Script("sk-1", combotest.SSE(400*time.Millisecond,
+		combotest.Heartbeat(), combotest.Heartbeat(), combotest.Heartbeat(), combotest.Heartbeat()))
+	g.do(t)
+	return g
+}
+
+// scenarioRetryThenFallback: openai drops the connection twice; the router
+// sends to it once more (one same-target retry), then falls back to
+// anthropic. That is one fallback, from the try of two attempts.
+func scenarioRetryThenFallback(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{})
+	g.smart.Settings = combo.Settings{MaxRetries: new(1), RetryDelay: new(time.Duration(0))}
+	g.openai.Script("sk-1", combotest.Reset())
+	res := g.do(t)
+	if len(res.Attempts) != 3 {
+		t.Fatalf("attempts %+v, want a retry, a failure and a success", res.Attempts)
+	}
+	return g
+}
+
+// sample is one expected value: a counter or gauge, or the _count or _sum
+// of a histogram, with its labels as name=value pairs.
+type sample struct {
+	name   string
+	labels []string
+	value  float64
+}
+
+// absent is the value of a sample that must not exist.
+const absent = -1
+
+// The bubble of testing/synctest starts at 2000-01-01 00:00:00 UTC.
+const bubbleStart = 946684800
+
+var wantBreaker = []sample{
+	{"routeguard_breaker_transitions_total", []string{"provider", "openai", "from", "closed", "to", "degraded"}, 1},
+	{"routeguard_breaker_transitions_total", []string{"provider", "openai", "from", "degraded", "to", "open"}, 1},
+	{"routeguard_breaker_state", []string{"provider", "openai", "state", "open"}, 1},
+	{"routeguard_breaker_state", []string{"provider", "openai", "state", "closed"}, 0},
+	{"routeguard_breaker_state", []string{"provider", "anthropic", "state", "closed"}, 1},
+	{"routeguard_breaker_state", []string{"provider", "gemini", "state", "closed"}, 1}, // known from Options
+	{"routeguard_breaker_state", []string{"provider", "gemini", "state", "open"}, 0},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 2},
+	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "failed", "status_class", "5xx", "reason", "server_error"}, 2},
+	{"routeguard_attempts_total", []string{"provider", "anthropic", "model", "claude", "outcome", "succeeded", "status_class", "2xx", "reason", ""}, 2},
+	{"routeguard_request_attempts_count", []string{"combo", "smart"}, 2},
+	{"routeguard_request_attempts_sum", []string{"combo", "smart"}, 4},
+	{"routeguard_router_overhead_seconds_count", nil, 2},
+	{"routeguard_connection_cooldowns_total", []string{"connection", "sk-1", "reason", "server_error"}, 2},
+	// The second 503, at 00:10:00, cools sk-1 for the second backoff step, 6 s.
+	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "sk-1"}, bubbleStart + 600 + 6},
+	{"routeguard_connection_up", []string{"connection", "sk-1"}, 0},
+	{"routeguard_connection_up", []string{"connection", "ak-1"}, 1},
+	{"routeguard_model_lockouts_total", []string{"provider", "openai", "model", "exact:gpt-4o", "reason", "server_error"}, 2},
+	{"routeguard_in_flight", []string{"connection", "ak-1"}, 0},
+	{"routeguard_queue_depth", []string{"connection", "sk-1"}, 0},
+}
+
+var wantCooldown = []sample{
+	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "sk-1"}, bubbleStart + 90},
+	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "ak-1"}, 0},
+	{"routeguard_connection_up", []string{"connection", "sk-1"}, 0},
+	{"routeguard_connection_up", []string{"connection", "ak-1"}, 1},
+	{"routeguard_connection_cooldowns_total", []string{"connection", "sk-1", "reason", "rate_limit_exceeded"}, 1},
+	{"routeguard_model_lockouts_total", []string{"provider", "openai", "model", "gpt-4o", "reason", "rate_limited"}, 1},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
+	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "failed", "status_class", "4xx", "reason", "rate_limit_exceeded"}, 1},
+	{"routeguard_request_attempts_count", []string{"combo", "smart"}, 1},
+	{"routeguard_request_attempts_sum", []string{"combo", "smart"}, 2},
+	{"routeguard_breaker_state", []string{"provider", "openai", "state", "closed"}, 1}, // a 429 is not a breaker failure
+}
+
+var wantStreamCut = []sample{
+	{"routeguard_stream_cuts_total", []string{"cause", "readiness_timeout"}, 1},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
+	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "failed", "status_class", "5xx", "reason", "server_error"}, 1},
+	{"routeguard_breaker_transitions_total", []string{"provider", "openai", "from", "closed", "to", "degraded"}, 1},
+	{"routeguard_model_lockouts_total", []string{"provider", "openai", "model", "exact:gpt-4o", "reason", "server_error"}, 1},
+	{"routeguard_connection_up", []string{"connection", "sk-1"}, 1}, // a cut stream locks the model, not the connection
+	// The heartbeats the router read while holding the stream back are
+	// upstream time, not the router's.
+	{"routeguard_router_overhead_seconds_sum", nil, 0},
+}
+
+var wantRetryThenFallback = []sample{
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
+	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "failed", "status_class", "none", "reason", "retry_same_target"}, 1},
+	{"routeguard_request_attempts_count", []string{"combo", "smart"}, 1},
+	{"routeguard_request_attempts_sum", []string{"combo", "smart"}, 3},
+	// A same-target retry is not a fallback.
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "openai"}, absent},
+}
+
+var scenarios = []struct {
+	name string
+	run  func(*testing.T, attacher) *rig
+	want []sample
+}{
+	{"breaker", scenarioBreaker, wantBreaker},
+	{"cooldown", scenarioCooldown, wantCooldown},
+	{"stream_cut", scenarioStreamCut, wantStreamCut},
+	{"retry_then_fallback", scenarioRetryThenFallback, wantRetryThenFallback},
+}

@@ -1,0 +1,234 @@
+package promcollector
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/routeguard/routeguard/breaker"
+	"github.com/routeguard/routeguard/combo"
+	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/lockout"
+	"github.com/routeguard/routeguard/queue"
+)
+
+// Options configure a Collector. The zero value is usable.
+type Options struct {
+	// Providers are the providers whose routeguard_breaker_state series
+	// exist from the start (as closed). Others appear once the attached
+	// breaker Set holds a breaker for them or one of its events names them.
+	Providers []string
+	// Operation is the gen_ai.operation.name of every attempt. Default
+	// "chat".
+	Operation string
+	// Now is the clock of the gauges read at collection time (breaker
+	// states, cooldown ends). nil means the Now of the combo.Config given to
+	// Collector.Attach, else time.Now.
+	Now func() time.Time
+	// ConstLabels are added to every metric; nil adds none.
+	ConstLabels prometheus.Labels
+}
+
+// Collector is a prometheus.Collector of routeguard's metrics. Register it
+// on your own prometheus.Registerer; it registers nothing by itself.
+// A Collector is safe for concurrent use.
+type Collector struct {
+	core *core
+	op   string
+
+	breakerState, connUp, coolUntil, inFlight, queueDepth *prometheus.Desc
+
+	transitions, cooldowns, lockouts, exclusions, attempts *prometheus.CounterVec
+	fallbacks, rejected, streamCuts                        *prometheus.CounterVec
+	requestAttempts, operation                             *prometheus.HistogramVec
+	overhead                                               prometheus.Histogram
+
+	attemptChildren    *cache[attemptKey, attemptChild]
+	transitionChildren *cache[triple, prometheus.Counter]
+	cooldownChildren   *cache[pair, prometheus.Counter]
+	lockoutChildren    *cache[triple, prometheus.Counter]
+	exclusionChildren  *cache[string, prometheus.Counter]
+	fallbackChildren   *cache[triple, prometheus.Counter]
+	rejectedChildren   *cache[pair, prometheus.Counter]
+	cutChildren        *cache[string, prometheus.Counter]
+	requestChildren    *cache[string, prometheus.Observer]
+}
+
+type attemptChild struct {
+	count    prometheus.Counter
+	duration prometheus.Observer // nil for a skip
+}
+
+// New returns a Collector. Attach it to the layer configurations before
+// the layers are built, and to the router's combo.Config before combo.New.
+func New(o Options) *Collector {
+	c := &Collector{op: o.Operation}
+	if c.op == "" {
+		c.op = defaultOp
+	}
+	cl := o.ConstLabels
+	c.core = newCore(c, o.Providers, o.Now)
+	c.breakerState = prometheus.NewDesc(nameBreakerState, helpBreakerState, []string{"provider", "state"}, cl)
+	c.connUp = prometheus.NewDesc(nameConnectionUp, helpConnectionUp, []string{"connection"}, cl)
+	c.coolUntil = prometheus.NewDesc(nameCooldownUntil, helpCooldownUntil, []string{"connection"}, cl)
+	c.inFlight = prometheus.NewDesc(nameInFlight, helpInFlight, []string{"connection"}, cl)
+	c.queueDepth = prometheus.NewDesc(nameQueueDepth, helpQueueDepth, []string{"connection"}, cl)
+
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, labels)
+	}
+	c.transitions = counter(nameBreakerTransitions, helpBreakerTransitions, "provider", "from", "to")
+	c.cooldowns = counter(nameConnectionCooldown, helpConnectionCooldown, "connection", "reason")
+	c.lockouts = counter(nameModelLockouts, helpModelLockouts, "provider", "model", "reason")
+	c.exclusions = counter(nameExclusions, helpExclusions, "reason")
+	c.attempts = counter(nameAttempts, helpAttempts, "provider", "model", "outcome", "status_class", "reason")
+	c.fallbacks = counter(nameFallbacks, helpFallbacks, "from_provider", "to_provider", "result")
+	c.rejected = counter(nameQueueRejected, helpQueueRejected, "connection", "reason")
+	c.streamCuts = counter(nameStreamCuts, helpStreamCuts, "cause")
+	c.requestAttempts = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: nameRequestAttempts, Help: helpRequestAttempts, ConstLabels: cl, Buckets: attemptBuckets,
+	}, []string{"combo"})
+	c.overhead = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: nameRouterOverhead, Help: helpRouterOverhead, ConstLabels: cl, Buckets: overheadBuckets,
+	})
+	c.operation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:        "gen_ai_client_operation_duration_seconds",
+		Help:        "GenAI operation duration: one attempt, up to the router's commit (response headers, or a stream's first useful output).",
+		ConstLabels: cl, Buckets: operationBuckets,
+	}, []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type"})
+
+	c.attemptChildren = newCache(func(k attemptKey) attemptChild {
+		ch := attemptChild{count: c.attempts.WithLabelValues(k.provider, k.model, k.outcome, k.statusClass, k.reason)}
+		if k.outcome != string(combo.OutcomeSkipped) {
+			ch.duration = c.operation.WithLabelValues(c.op, k.provider, k.model, k.errorType)
+		}
+		return ch
+	})
+	c.transitionChildren = newCache(func(k triple) prometheus.Counter { return c.transitions.WithLabelValues(k.a, k.b, k.c) })
+	c.cooldownChildren = newCache(func(k pair) prometheus.Counter { return c.cooldowns.WithLabelValues(k.a, k.b) })
+	c.lockoutChildren = newCache(func(k triple) prometheus.Counter { return c.lockouts.WithLabelValues(k.a, k.b, k.c) })
+	c.exclusionChildren = newCache(func(k string) prometheus.Counter { return c.exclusions.WithLabelValues(k) })
+	c.fallbackChildren = newCache(func(k triple) prometheus.Counter { return c.fallbacks.WithLabelValues(k.a, k.b, k.c) })
+	c.rejectedChildren = newCache(func(k pair) prometheus.Counter { return c.rejected.WithLabelValues(k.a, k.b) })
+	c.cutChildren = newCache(func(k string) prometheus.Counter { return c.streamCuts.WithLabelValues(k) })
+	c.requestChildren = newCache(func(k string) prometheus.Observer { return c.requestAttempts.WithLabelValues(k) })
+	return c
+}
+
+// Attach chains the Collector into cfg.OnAttempt (an OnAttempt already set
+// is called first) and has it read cfg.Breakers, cfg.Cooldowns and
+// cfg.Queue when it is collected. Call it before combo.New(cfg), once.
+func (c *Collector) Attach(cfg *combo.Config) { c.core.attach(cfg) }
+
+// AttachBreaker chains the Collector into cfg.OnChange, keeping a hook
+// already set (called first). Call it before breaker.NewSet(cfg), once.
+func (c *Collector) AttachBreaker(cfg *breaker.Config) { c.core.attachBreaker(cfg) }
+
+// AttachCooldown chains the Collector into cfg.OnChange, keeping a hook
+// already set (called first). Call it before cooldown.New(cfg), once.
+func (c *Collector) AttachCooldown(cfg *cooldown.Config) { c.core.attachCooldown(cfg) }
+
+// AttachLockout chains the Collector into cfg.OnChange, keeping a hook
+// already set (called first). Call it before lockout.New(cfg), once.
+func (c *Collector) AttachLockout(cfg *lockout.Config) { c.core.attachLockout(cfg) }
+
+// AttachQueue chains the Collector into cfg.OnChange, keeping a hook
+// already set (called first). Call it before queue.New(cfg), once.
+func (c *Collector) AttachQueue(cfg *queue.Config) { c.core.attachQueue(cfg) }
+
+// Do routes req through r as r.Do does and records the request-level
+// metrics: attempts per request, router overhead, exclusions and
+// fallbacks. Requests routed with r.Do directly still feed every other
+// metric. A request that ends in an error other than a *combo.Error (the
+// caller's context, a lease refusal) is not recorded here.
+func (c *Collector) Do(ctx context.Context, r *combo.Router, req combo.Request, send combo.SendFunc) (*combo.Result, error) {
+	return c.core.do(ctx, r, req, send)
+}
+
+// Describe sends the descriptors of every metric.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.breakerState, c.connUp, c.coolUntil, c.inFlight, c.queueDepth} {
+		ch <- d
+	}
+	for _, v := range c.vecs() {
+		v.Describe(ch)
+	}
+}
+
+// Collect sends every metric; the gauges are read from the attached layers
+// at the Collector's clock.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	now := c.core.clock()
+	for _, s := range c.core.breakerSamples(now) {
+		for _, st := range breakerStates {
+			v := 0.0
+			if st == s.state {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, v, s.provider, st.String())
+		}
+	}
+	for _, s := range c.core.connSamples(now) {
+		up, until := 0.0, 0.0
+		if s.up {
+			up = 1
+		}
+		if !s.until.IsZero() {
+			until = float64(s.until.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(c.connUp, prometheus.GaugeValue, up, s.conn)
+		ch <- prometheus.MustNewConstMetric(c.coolUntil, prometheus.GaugeValue, until, s.conn)
+	}
+	for _, s := range c.core.queueSamples(now) {
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.running), s.key)
+		ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(s.waiting), s.key)
+	}
+	for _, v := range c.vecs() {
+		v.Collect(ch)
+	}
+}
+
+func (c *Collector) vecs() []prometheus.Collector {
+	return []prometheus.Collector{c.transitions, c.cooldowns, c.lockouts, c.exclusions, c.attempts,
+		c.fallbacks, c.rejected, c.streamCuts, c.requestAttempts, c.overhead, c.operation}
+}
+
+// The sink.
+
+func (c *Collector) breakerTransition(provider, from, to string) {
+	c.transitionChildren.get(triple{provider, from, to}).Inc()
+}
+
+func (c *Collector) connectionCooldown(conn, reason string) {
+	c.cooldownChildren.get(pair{conn, reason}).Inc()
+}
+
+func (c *Collector) modelLockout(provider, model, reason string) {
+	c.lockoutChildren.get(triple{provider, model, reason}).Inc()
+}
+
+func (c *Collector) queueRejected(key, reason string) {
+	c.rejectedChildren.get(pair{key, reason}).Inc()
+}
+
+func (c *Collector) attempt(k attemptKey, d time.Duration) {
+	ch := c.attemptChildren.get(k)
+	ch.count.Inc()
+	if ch.duration != nil {
+		ch.duration.Observe(d.Seconds())
+	}
+}
+
+func (c *Collector) streamCut(cause string) { c.cutChildren.get(cause).Inc() }
+
+func (c *Collector) exclusion(reason string) { c.exclusionChildren.get(reason).Inc() }
+
+func (c *Collector) request(name string, attempts int, overhead time.Duration) {
+	c.requestChildren.get(name).Observe(float64(attempts))
+	c.overhead.Observe(overhead.Seconds())
+}
+
+func (c *Collector) fallback(from, to, result string) {
+	c.fallbackChildren.get(triple{from, to, result}).Inc()
+}

@@ -1,0 +1,69 @@
+// Package promcollector exposes what routeguard's layers and router do as
+// Prometheus metrics, through one prometheus.Collector that you register
+// on your own Registerer (never the global one).
+//
+// A program starts from these calls:
+//
+//	metrics := promcollector.New(promcollector.Options{Providers: providers})
+//	reg.MustRegister(metrics)
+//	metrics.AttachBreaker(&breakerCfg)       // each layer's Config, before the layer is built
+//	metrics.Attach(&routerCfg)               // the combo.Config, before combo.New
+//	res, err := metrics.Do(ctx, r, req, send) // instead of r.Do: the request-level metrics
+//
+// Every Attach method chains the Collector after the hook the Config
+// already has (OnChange, OnAttempt), which keeps being called first; call
+// each once. AttachBreaker, AttachCooldown, AttachLockout and AttachQueue
+// take the layer Configs, because a layer reads its hook when it is built;
+// Attach takes the router's and also remembers its Breakers, Cooldowns,
+// Queue and Now, which the gauges read when the Collector is collected.
+//
+// # Metrics
+//
+// Labels are bounded: provider, connection id, model, combo, reason,
+// state. A reason that is not a code (letters, digits, '_', '-', '.', ':',
+// at most 64 bytes) is recorded as "other"; Target.Connection must be an
+// id, never the credential itself.
+//
+//	routeguard_breaker_state{provider,state}                 gauge, 1 for the current state (closed, degraded, open, half-open), 0 for the others
+//	routeguard_breaker_transitions_total{provider,from,to}   breaker state changes
+//	routeguard_connection_up{connection}                     1 when the connection may be used
+//	routeguard_connection_cooldowns_total{connection,reason} cooldown episodes started
+//	routeguard_cooldown_until_timestamp_seconds{connection}  end of the current cooldown (or known credits recovery), 0 when none
+//	routeguard_model_lockouts_total{provider,model,reason}   model locks created or extended (model as the lockout lists it: family, model or exact:<model>)
+//	routeguard_exclusions_total{reason}                      targets kept out before dispatch (Do)
+//	routeguard_attempts_total{provider,model,outcome,status_class,reason}
+//	routeguard_request_attempts{combo}                       histogram of attempts made per request (Do)
+//	routeguard_fallbacks_total{from_provider,to_provider,result} moves from a failed target to the next (Do)
+//	routeguard_in_flight{connection}, routeguard_queue_depth{connection} running and waiting requests per admission key
+//	routeguard_queue_rejected_total{connection,reason}       queue_full, queue_timeout
+//	routeguard_stream_cuts_total{cause}                      streams failed before their first useful output: the watchdog's reasons, empty_stream, error_event
+//	routeguard_router_overhead_seconds                       histogram, 1 µs to 10 ms buckets (Do)
+//	gen_ai_client_operation_duration_seconds{gen_ai_operation_name,gen_ai_provider_name,gen_ai_request_model,error_type}
+//
+// A breaker_state series exists from New for each of Options.Providers,
+// and for every breaker of the attached Set; the states, connection and
+// queue gauges are read from the attached layers at collection time, so an
+// open period or a cooldown that has ended shows as such without waiting
+// for the next event. Without an attached layer they follow its events.
+//
+// The gen_ai histogram follows the OpenTelemetry GenAI client metric
+// gen_ai.client.operation.duration (same buckets) for every attempt made,
+// measured as combo.Attempt.Duration: up to the router's commit, that is
+// the response headers of a plain answer or the first useful output of a
+// stream. error_type is the status of a failed attempt, or _OTHER.
+//
+// routeguard_router_overhead_seconds is the time Do spent outside send and
+// outside reading a streamed answer before its first useful output; it
+// includes the pauses the router makes on purpose (queue slot waits, the
+// same-target retry delay, cooldown waits).
+//
+// # Cost
+//
+// A Collector is safe for concurrent use. Every label combination is
+// resolved once; from then on recording an attempt, an event or a request
+// takes a read lock and allocates nothing (Do wraps a streamed body, one
+// small allocation per streamed attempt). Collection allocates.
+//
+// The package combo/otelmetrics records the same metrics with
+// OpenTelemetry instruments.
+package promcollector

@@ -1,0 +1,5 @@
+//go:build !race
+
+package promcollector_test
+
+const raceEnabled = false

@@ -1,0 +1,331 @@
+package redisstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SlotStore holds per-connection concurrency slots shared by every
+// process that uses it: at most limit holders per connection at any time.
+// A slot lives for the store's TTL from its last acquire or renewal;
+// an expired slot is reclaimed by the next acquire on its connection.
+// Waiting (FIFO, depth, timeouts) is the caller's business, locally.
+//
+// Package slottest holds the conformance suite a SlotStore must pass.
+type SlotStore interface {
+	// TryAcquire takes a slot of conn for holder when fewer than limit
+	// live holders have one, and reports whether it did, how many live
+	// holders conn has after the call, and, when refused, when the
+	// earliest of them expires. It is idempotent: a holder that already
+	// has a slot keeps it (renewed). A limit ≤ 0 is refused with
+	// ErrInvalidConfig.
+	TryAcquire(ctx context.Context, conn string, limit int, holder string, now time.Time) (ok bool, held int, retryAt time.Time, err error)
+
+	// Release frees holder's slot of conn; releasing a slot that is not
+	// held is harmless.
+	Release(ctx context.Context, conn, holder string, now time.Time) error
+
+	// Renew extends every slot of held for another TTL, and returns the
+	// ones that were no longer held (expired and reclaimed, or released).
+	// A lost slot's request should be cancelled.
+	Renew(ctx context.Context, held []Slot, now time.Time) (lost []Slot, err error)
+}
+
+// Slot is one holder's slot of one connection.
+type Slot struct {
+	Conn, Holder string
+}
+
+// NewMemorySlots returns the in-memory SlotStore of one process, with
+// slots that live ttl (default 15 s when ttl ≤ 0). It is the reference
+// implementation, and the fallback of [State.Slots] during an outage.
+func NewMemorySlots(ttl time.Duration) SlotStore { return newMemorySlots(ttl) }
+
+func newMemorySlots(ttl time.Duration) *memorySlots {
+	if ttl <= 0 {
+		ttl = 15 * time.Second
+	}
+	return &memorySlots{ttl: ttl, conns: map[string]map[string]time.Time{}}
+}
+
+type memorySlots struct {
+	ttl   time.Duration
+	mu    sync.Mutex
+	conns map[string]map[string]time.Time // conn → holder → expiry
+}
+
+func errLimit(limit int) error {
+	return fmt.Errorf("%w: slot limit %d", ErrInvalidConfig, limit)
+}
+
+// purge drops conn's holders expired at now; it requires m.mu.
+func (m *memorySlots) purge(conn string, now time.Time) map[string]time.Time {
+	hs := m.conns[conn]
+	for h, exp := range hs {
+		if !exp.After(now) {
+			delete(hs, h)
+		}
+	}
+	if hs != nil && len(hs) == 0 {
+		delete(m.conns, conn)
+		return nil
+	}
+	return hs
+}
+
+func (m *memorySlots) TryAcquire(ctx context.Context, conn string, limit int, holder string, now time.Time) (bool, int, time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return false, 0, time.Time{}, err
+	}
+	if limit <= 0 {
+		return false, 0, time.Time{}, errLimit(limit)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hs := m.purge(conn, now)
+	if _, ok := hs[holder]; !ok && len(hs) >= limit {
+		var first time.Time
+		for _, exp := range hs {
+			if first.IsZero() || exp.Before(first) {
+				first = exp
+			}
+		}
+		return false, len(hs), first, nil
+	}
+	if hs == nil {
+		hs = map[string]time.Time{}
+		m.conns[conn] = hs
+	}
+	hs[holder] = now.Add(m.ttl)
+	return true, len(hs), time.Time{}, nil
+}
+
+func (m *memorySlots) Release(ctx context.Context, conn, holder string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if hs := m.conns[conn]; hs != nil {
+		delete(hs, holder)
+		if len(hs) == 0 {
+			delete(m.conns, conn)
+		}
+	}
+	return nil
+}
+
+func (m *memorySlots) Renew(ctx context.Context, held []Slot, now time.Time) ([]Slot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var lost []Slot
+	for _, s := range held {
+		hs := m.purge(s.Conn, now)
+		if _, ok := hs[s.Holder]; !ok {
+			lost = append(lost, s)
+			continue
+		}
+		hs[s.Holder] = now.Add(m.ttl)
+	}
+	return lost, nil
+}
+
+// holds reports whether holder has a slot of conn; for the fallback.
+func (m *memorySlots) holds(conn, holder string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.conns[conn][holder]
+	return ok
+}
+
+// The slot scripts. KEYS[1] is the connection's sorted set, members are
+// holders scored by expiry in Unix ms. ARGV[1] is now in ms or "" for the
+// server's TIME, ARGV[2] the TTL in ms.
+const slotPrelude = `
+local K = KEYS[1]
+local ttl = tonumber(ARGV[2])
+local now
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+redis.call('ZREMRANGEBYSCORE', K, '-inf', string.format('%.0f', now))
+`
+
+// slotAcquire: ARGV[3] limit, ARGV[4] holder. Returns {ok, held, first
+// expiry ms}.
+const slotAcquire = slotPrelude + `
+local limit, holder = tonumber(ARGV[3]), ARGV[4]
+local n = redis.call('ZCARD', K)
+if not redis.call('ZSCORE', K, holder) and n >= limit then
+  local first = redis.call('ZRANGE', K, 0, 0, 'WITHSCORES')
+  return {0, n, first[2] or '0'}
+end
+redis.call('ZADD', K, now + ttl, holder)
+redis.call('PEXPIRE', K, 3 * ttl)
+return {1, redis.call('ZCARD', K), '0'}
+`
+
+// slotRenew: ARGV[3..] holders. Returns the holders that were lost.
+const slotRenew = slotPrelude + `
+local lost = {}
+for i = 3, #ARGV do
+  if redis.call('ZSCORE', K, ARGV[i]) then
+    redis.call('ZADD', K, now + ttl, ARGV[i])
+  else
+    table.insert(lost, ARGV[i])
+  end
+end
+if redis.call('ZCARD', K) > 0 then redis.call('PEXPIRE', K, 3 * ttl) end
+return lost
+`
+
+var (
+	scriptSlotAcquire = redis.NewScript(slotAcquire)
+	scriptSlotRenew   = redis.NewScript(slotRenew)
+)
+
+// redisSlots is the SlotStore of [State.Slots].
+type redisSlots struct {
+	s     *State
+	local *memorySlots // the fallback during an outage
+}
+
+func newRedisSlots(s *State) *redisSlots {
+	return &redisSlots{s: s, local: newMemorySlots(s.cfg.SlotTTL)}
+}
+
+// Slots returns the shared concurrency slot store: one sorted set per
+// connection, {ns:sem:<conn>}, scored by expiry (Config.SlotTTL), each
+// acquire one script that reclaims expired holders, counts and adds;
+// Renew is one pipelined round trip for any number of slots.
+//
+// While Redis is unreachable, TryAcquire answers from a local store with
+// the same limit (each process then enforces the cap on its own), or,
+// with Config.FailClosed, refuses with an error matching ErrUnavailable;
+// Degraded reports it. Slots granted locally are released and renewed
+// locally.
+//
+// Holder ids should be unique per attempt across the fleet, for example
+// [State.Holder].
+func (s *State) Slots() SlotStore { return s.slots }
+
+// Holder returns a slot holder id for attempt, unique across the fleet
+// when attempt is unique in this process: "<replica>:<attempt>".
+func (s *State) Holder(attempt string) string { return s.cfg.Replica + ":" + attempt }
+
+func (rs *redisSlots) key(conn string) string { return "{" + rs.s.cfg.Namespace + ":sem:" + conn + "}" }
+
+func (rs *redisSlots) at(now time.Time) string {
+	if rs.s.cfg.CallerClock {
+		return strconv.FormatInt(now.UnixMilli(), 10)
+	}
+	return ""
+}
+
+func (rs *redisSlots) TryAcquire(ctx context.Context, conn string, limit int, holder string, now time.Time) (bool, int, time.Time, error) {
+	if limit <= 0 {
+		return false, 0, time.Time{}, errLimit(limit)
+	}
+	var out []any
+	err := rs.s.do(ctx, func(ctx context.Context) error {
+		v, err := scriptSlotAcquire.Run(ctx, rs.s.rdb, []string{rs.key(conn)},
+			rs.at(now), ms(rs.s.cfg.SlotTTL), strconv.Itoa(limit), holder).Slice()
+		out = v
+		return err
+	})
+	if errors.Is(err, ErrUnavailable) {
+		if rs.s.cfg.FailClosed {
+			return false, 0, time.Time{}, err
+		}
+		return rs.local.TryAcquire(ctx, conn, limit, holder, now)
+	}
+	if err != nil {
+		return false, 0, time.Time{}, err
+	}
+	if len(out) != 3 {
+		return false, 0, time.Time{}, fmt.Errorf("redisstate: unexpected slot reply %v", out)
+	}
+	ok, _ := out[0].(int64)
+	held, _ := out[1].(int64)
+	var retry time.Time
+	if ok == 0 {
+		if f, err := strconv.ParseFloat(fmt.Sprint(out[2]), 64); err == nil && f > 0 {
+			retry = time.UnixMilli(int64(f)).UTC()
+		}
+	}
+	return ok == 1, int(held), retry, nil
+}
+
+func (rs *redisSlots) Release(ctx context.Context, conn, holder string, now time.Time) error {
+	if rs.local.holds(conn, holder) {
+		return rs.local.Release(ctx, conn, holder, now)
+	}
+	return rs.s.do(ctx, func(ctx context.Context) error {
+		return rs.s.rdb.ZRem(ctx, rs.key(conn), holder).Err()
+	})
+}
+
+func (rs *redisSlots) Renew(ctx context.Context, held []Slot, now time.Time) ([]Slot, error) {
+	byConn := map[string][]any{}
+	var order []string
+	var local []Slot
+	for _, sl := range held {
+		if rs.local.holds(sl.Conn, sl.Holder) {
+			local = append(local, sl)
+			continue
+		}
+		if _, ok := byConn[sl.Conn]; !ok {
+			order = append(order, sl.Conn)
+			byConn[sl.Conn] = []any{rs.at(now), ms(rs.s.cfg.SlotTTL)}
+		}
+		byConn[sl.Conn] = append(byConn[sl.Conn], sl.Holder)
+	}
+	lost, err := rs.local.Renew(ctx, local, now)
+	if err != nil || len(order) == 0 {
+		return lost, err
+	}
+	var cmds []*redis.Cmd
+	pipeline := func(ctx context.Context) error {
+		pipe := rs.s.rdb.Pipeline()
+		cmds = cmds[:0]
+		for _, conn := range order {
+			cmds = append(cmds, scriptSlotRenew.EvalSha(ctx, pipe, []string{rs.key(conn)}, byConn[conn]...))
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	err = rs.s.do(ctx, func(ctx context.Context) error {
+		err := pipeline(ctx)
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			if err := scriptSlotRenew.Load(ctx, rs.s.rdb).Err(); err != nil {
+				return err
+			}
+			err = pipeline(ctx)
+		}
+		return err
+	})
+	if err != nil {
+		return lost, err
+	}
+	for i, conn := range order {
+		hs, err := cmds[i].StringSlice()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return lost, err
+		}
+		for _, h := range hs {
+			lost = append(lost, Slot{Conn: conn, Holder: h})
+		}
+	}
+	return lost, nil
+}
