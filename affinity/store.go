@@ -95,7 +95,11 @@ type memShard struct {
 	m      map[StoreKey]*pinSlot // lazily initialised
 	exp    minHeap[pinSlot]      // every pin of m, dead ones and then the one expiring first on top
 	writes int                   // new pins since the last sweep
+	free   []*pinSlot            // slots of removed pins, for new ones; at most maxFree
 }
+
+// maxFree bounds the slots a part keeps for reuse.
+const maxFree = 64
 
 // pinSlot is one stored pin, with its place in its part's expiry heap.
 type pinSlot struct {
@@ -197,7 +201,11 @@ func (s *MemoryStore) Save(key StoreKey, pin Pin, now time.Time) error {
 		sh.exp = minHeap[pinSlot]{pos: slotPos}
 	}
 	if p == nil {
-		p = new(pinSlot)
+		if n := len(sh.free); n > 0 {
+			p, sh.free = sh.free[n-1], sh.free[:n-1]
+		} else {
+			p = new(pinSlot)
+		}
 	}
 	p.key, p.pin = key, pin
 	sh.m[key] = p
@@ -205,10 +213,15 @@ func (s *MemoryStore) Save(key StoreKey, pin Pin, now time.Time) error {
 	return nil
 }
 
-// remove deletes the pin p. The part's lock must be held.
+// remove deletes the pin p and keeps its slot for reuse. The part's lock
+// must be held.
 func (sh *memShard) remove(p *pinSlot) {
 	delete(sh.m, p.key)
 	sh.exp.Remove(p)
+	if len(sh.free) < maxFree {
+		*p = pinSlot{} // nothing outside the part refers to a slot
+		sh.free = append(sh.free, p)
+	}
 }
 
 // sweep removes dead pins, which are on top of the expiry heap. The part's
@@ -225,7 +238,8 @@ func (sh *memShard) sweep(now time.Time) {
 func (sh *memShard) evictSoonest() *pinSlot {
 	p, _ := sh.exp.Top()
 	if p != nil {
-		sh.remove(p)
+		delete(sh.m, p.key)
+		sh.exp.Remove(p)
 		*p = pinSlot{}
 	}
 	return p

@@ -18,7 +18,8 @@
 // ends in an [*Error] whose Code is one of the CodeX constants, matched with
 // errors.Is by its sentinel ([ErrAllCoolingDown], [ErrUpstream], ...), and
 // rendered as the contract's HTTP answer by [Error.Response] and
-// [Error.WriteHTTP].
+// [Error.WriteHTTP]. Transport removes routeguard's lease and session
+// headers from what it sends upstream.
 //
 // The layers wrap a dispatch in this order:
 //
@@ -51,6 +52,35 @@
 // [Settings.RetryDelay] (default 2 s), [Settings.MaxRetries] times (default
 // once); an HTTP status is never retried on the same target.
 //
+// # Time and truncation
+//
+// Every request has a deadline, [Settings.RequestTimeout] (default 10 min):
+// it covers every attempt, same-target retry and cooldown wait, and the
+// reading of the answer, a committed stream included. Each attempt is
+// bounded by [Settings.TargetTimeout] (default 120 s) until its commit, and
+// never past the deadline, so a hung upstream costs at most the per-target
+// timeout per attempt and the request deadline in all. A request whose
+// deadline passes before an answer ends with a 504 [*Error] matching
+// [ErrRequestTimeout]. The built-in layers learn nothing from the attempt
+// the deadline cuts (OnAttempt and user layers see it, as a failure with
+// that error), and no cooldown wait or retry pause is started that would
+// reach the deadline.
+//
+// The router never passes on an answer that broke off as if it were whole.
+// A non-streamed answer is read whole before commit (up to
+// [Config.MaxBodyBytes], 32 MiB by default) and handed on from memory, with
+// a correct Content-Length: a body that ends before its Content-Length or
+// whose read fails is a failed attempt (502, 504 when the per-target
+// timeout cut it) that falls back to the next target. Like a bad stream it
+// locks the exact provider/connection/model and does not cool the
+// connection; the breaker counts it as a network error. With no target
+// left the caller gets an error, never a short 200. A committed stream that
+// breaks off makes the body's Read return the error, never io.EOF
+// (io.ErrUnexpectedEOF for a stream that ends before its Content-Length,
+// [ErrRequestTimeout] at the deadline): a proxy must then abort its own
+// response, for example with panic(http.ErrAbortHandler), after writing
+// [StreamError] for an SSE client, instead of finishing it.
+//
 // When nothing can be dispatched the router answers with a terminal
 // [*Error]: 400 capability_mismatch when every target was kept out because
 // it cannot take this request (too many tools), 429 RATE_LIMIT_QUEUE_FULL
@@ -68,12 +98,16 @@
 // tell the client (the upstream's hint or a restatement rule's default, such
 // as the 60 s of the agentrouter quota rule); [Transport] and
 // [Error.Response] turn it into a Retry-After header when the upstream sent
-// none.
+// none. Every Retry-After they give is a whole number of seconds in
+// 1..86 400.
 //
 // A streamed answer is held back until its first useful output, under the
 // watchdog: a stream that is cut, ends early, is empty or carries an error
 // event before that point is retried on the next target; once the caller
-// has received a byte it is never replayed. A cut, early or empty stream is
+// has received a byte it is never replayed. Bytes alone never commit a
+// stream: one that sends more than the watchdog's event bound (1 MiB by
+// default) without a complete event (an endless line), or four times that
+// without useful output, is a bad stream too. A cut, early or empty stream is
 // evidence about one model: it locks that exact provider/connection/model
 // and does not cool the connection, whose other models keep serving.
 //
@@ -104,7 +138,10 @@
 // # Concurrency and cost
 //
 // A Router is safe for concurrent use and starts no goroutine. Screening and
-// ordering allocate nothing; the per-request state is pooled. Time comes
+// ordering allocate nothing; the per-request state is pooled. A
+// non-streamed answer costs one buffer of its size (at least 512 bytes when
+// its length is not declared), held until its body is closed; a stream
+// holds only what precedes its first useful output. Time comes
 // from [Config.Now] (time.Now when nil) and is passed to every layer as an
 // explicit now. The subpackage combotest provides fake upstreams for tests.
 package combo

@@ -233,8 +233,8 @@ func TestHungUpstreamCostsTargetTimeoutPerAttempt(t *testing.T) {
 }
 
 // The request's deadline bounds the whole request: attempts, fallbacks and
-// the reading of the answer. The attempt it cuts teaches no layer anything,
-// and the answer is a 504 matching ErrRequestTimeout.
+// the reading of the answer. The attempt it cuts teaches the built-in layers
+// nothing, and the answer is a 504 matching ErrRequestTimeout.
 func TestRequestTimeoutBoundsTheWholeRequest(t *testing.T) {
 	t.Run("hung upstreams", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -569,4 +569,3 @@ func TestRequestTimeoutNormalize(t *testing.T) {
 		assert.Equal(t, want, combo.Config{MaxBodyBytes: in}.Normalize().MaxBodyBytes, "%v", in)
 	}
 }
-

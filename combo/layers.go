@@ -594,9 +594,9 @@ const holdEventsFactor = 4
 // useful output: an endless line, or endless events that carry nothing.
 var errNoOutput = errors.New("combo: stream produced no useful output within its hold bound")
 
-// errDeadlineCut is the failure commitStream returns when the request's
+// deadlineCut is the failure commitStream returns when the request's
 // deadline cut the stream: the attempt is abandoned, nothing is learned.
-var errDeadlineCut = &failure{}
+var deadlineCut = &failure{}
 
 // commitStream reads a streamed answer until its first useful output (text,
 // a tool call or reasoning) and returns what it read, with the rest of the
@@ -642,7 +642,7 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 		}
 		if a.deadlineHit() {
 			body.Close()
-			return nil, nil, errDeadlineCut
+			return nil, nil, deadlineCut
 		}
 		now := r.now()
 		if ev, ok := watchdog.FindErrorEvent(held.Bytes()); ok {

@@ -758,7 +758,7 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 	switch {
 	case isEventStream(resp):
 		prefix, body, f := r.commitStream(a, st, resp)
-		if f == errDeadlineCut {
+		if f == deadlineCut {
 			return r.abandoned(st, a, ErrRequestTimeout)
 		}
 		if f != nil {

@@ -38,7 +38,9 @@ type Grant struct {
 	gen uint64
 	// Bypassed is nil when the grant holds its slots. In fail-open mode it
 	// is the refusal or timeout (matching ErrSemaphoreQueueFull or
-	// ErrSemaphoreTimeout) after which the request proceeds without slots.
+	// ErrSemaphoreTimeout, or ErrQueueFull with [Error.Keys] set when a
+	// needed key could not be kept) after which the request proceeds
+	// without slots.
 	Bypassed error
 }
 
@@ -68,9 +70,11 @@ func (g Grant) Release() {
 // [ErrSemaphoreQueueFull] and [ErrQueueFull], HTTP 429) when a key's queue
 // already holds opts.MaxQueue waiters, with SEMAPHORE_TIMEOUT (matching
 // [ErrSemaphoreTimeout] and [ErrQueueTimeout], HTTP 429) after
-// opts.Timeout, and with SEMAPHORE_RESET ([ErrReset]) when a key is reset
-// meanwhile; a failed or abandoned call leaves no slot or queue entry
-// behind. With opts.FailOpen, a full queue or a timeout instead gives a
+// opts.Timeout, with SEMAPHORE_RESET ([ErrReset]) when a key is reset
+// meanwhile, and with RATE_LIMIT_QUEUE_FULL ([ErrQueueFull], [Error.Keys]
+// set) when a needed key is new and the queue keeps Config.MaxKeys keys,
+// none idle; making room for one needed key never drops another. A failed
+// or abandoned call leaves no slot or queue entry behind. With opts.FailOpen, a full queue or a timeout instead gives a
 // Grant with Bypassed set and a nil error.
 func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions) (Grant, error) {
 	needs = normalizeNeeds(needs)

@@ -70,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "address to listen on (overrides the config; default "+gw.DefaultListen+")")
 	grace := fs.Duration("grace", 10*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
 	verbose := fs.Bool("v", false, "log every failed or skipped attempt")
+	statePath := fs.String("state", "", "SQLite state file, or \"memory\" (default: the config's state.path, else "+gw.DefaultStateFile+" next to the config file; the demo keeps its state in memory)")
+	stateReset := fs.Bool("state-reset", false, "delete the state file at start: every lease, cooldown, pin, breaker and lock is forgotten")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -89,7 +91,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	opts := gw.Options{Logger: logger}
+	st, err := openState(*statePath, *stateReset, cfg, *configPath, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close() // last: after the HTTP server has drained
+	opts := gw.Options{Logger: logger, State: st}
 	if *configPath != "" {
 		opts.Load = func() (*gw.Config, error) { return gw.Load(*configPath) }
 	}
@@ -121,6 +128,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}()
+	stopWriter := runWriter(st, logger)
+	defer stopWriter() // writes what is pending, before Close
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

@@ -83,9 +83,9 @@ func TestConfigSchemaRefusesWhatTheDecoderRefuses(t *testing.T) {
 	require.NoError(t, err)
 	for doc, want := range map[string]string{
 		`{"providers":[{"id":"p","baseURL":"http://x","connections":[{"id":"c","maxConcurent":1}]}]}`: "providers[0].connections[0].maxConcurent: unknown field",
-		`{"combos":[{"name":"c","strategy":"fastest"}]}`:                                             "combos[0].strategy: fastest is not one of",
-		`{"apiKeys":[{"id":"k","key":"x","maxInFlight":"2"}]}`:                                       "apiKeys[0].maxInFlight: must be of type integer",
-		`{"resilience":{"comboCooldownWait":{"maxWaitMs":1.5}}}`:                                     "resilience.comboCooldownWait.maxWaitMs: must be of type [integer null]",
+		`{"combos":[{"name":"c","strategy":"fastest"}]}`:                                              "combos[0].strategy: fastest is not one of",
+		`{"apiKeys":[{"id":"k","key":"x","maxInFlight":"2"}]}`:                                        "apiKeys[0].maxInFlight: must be of type integer",
+		`{"resilience":{"comboCooldownWait":{"maxWaitMs":1.5}}}`:                                      "resilience.comboCooldownWait.maxWaitMs: must be of type [integer null]",
 	} {
 		var v any
 		require.NoError(t, json.Unmarshal([]byte(doc), &v))

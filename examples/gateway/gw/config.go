@@ -50,6 +50,9 @@ type Config struct {
 	// Server bounds what one client can make the gateway hold. A reload
 	// keeps the settings the gateway started with.
 	Server ServerConfig `json:"server"`
+	// State is where the gateway keeps the state that survives a restart
+	// (see StateConfig); only a restart applies a change of it.
+	State StateConfig `json:"state"`
 
 	secrets []string // resolved environment values, redacted from output
 }
@@ -590,6 +593,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	keep(c.Server.validate())
+	keep(c.State.validate())
 	if len(c.Providers) == 0 {
 		bad("providers", "at least one provider is required")
 	}

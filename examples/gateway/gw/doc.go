@@ -2,13 +2,32 @@
 // OpenAI-compatible reverse proxy built on routeguard's router and its
 // admin API.
 //
-// A Config (JSON, strictly decoded and validated) names the providers,
-// their connections, the client API keys, the combos and the resilience
-// settings. New builds a Server, an http.Handler that serves
+// A Config names the providers, their connections, the client API keys,
+// the combos and the resilience settings. Load reads it from a JSON or
+// YAML file (by extension; one schema, strictly decoded: an unknown field
+// is refused with its path), resolves ${NAME} environment references in
+// its strings and validates it, reporting every problem with its path
+// (ConfigErrors). New builds a Server, an http.Handler that serves
 //
 //	POST /v1/chat/completions   model = a combo name or "provider/model"
 //	GET  /v1/models             the combos and provider models
+//	POST /api/gateway/reload    reload the file (admin token)
 //	/api/...                    the admin API of package combo/admin
+//
+// A combo orders its targets with a strategy of package combo, or is a
+// composition: "fusion" asks a panel in parallel and has a judge
+// synthesise the answers (Router.Fuse), "pipeline" runs combos in
+// sequence, each step's answer the next one's input (combo.Pipeline).
+// A request may narrow its combo with a "routeguard" body field (only,
+// ignore and order, providers by id), removed before forwarding; a client
+// key's maxInFlight caps its requests in flight (429 with Retry-After: 1).
+//
+// Server.Reload (and ReloadSource, on SIGHUP in the command) replaces the
+// configuration while the Server runs: a bad one is refused and the old
+// one keeps serving, requests in flight finish on the generation they
+// started with, and the layers' state is kept for every provider and
+// connection that remains and dropped for the removed ones. Resolved
+// environment values are redacted from the Server's logs and refusals.
 //
 // The admin endpoints need the admin token as a bearer token, except two:
 // GET /api/monitoring/health answers anyone with its overall status alone

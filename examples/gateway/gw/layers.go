@@ -118,7 +118,7 @@ func registerConnections(tracker *cooldown.Tracker, c *Config, now time.Time) {
 // registers every connection with the cooldown tracker. The layers read
 // provider classes and connection caps from live, so that a reload can
 // change them.
-func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins *affinity.MemoryStore) (combo.Config, error) {
+func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Store, ps *State) (combo.Config, error) {
 	providerClass := func(p string) routeguard.Class { return live.Load().classOf[p] }
 	rs := c.Resilience
 
@@ -131,7 +131,7 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins *affinity.Mem
 
 	tracker := cooldown.New(cooldown.Config{
 		OAuth: cooldownProfile(rs.Cooldown.OAuth), APIKey: cooldownProfile(rs.Cooldown.APIKey),
-		MaxHint: msDur(rs.Cooldown.MaxHintMs),
+		MaxHint: msDur(rs.Cooldown.MaxHintMs), Store: ps.cooldownStore(),
 	})
 	registerConnections(tracker, c, time.Now())
 
@@ -140,8 +140,9 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins *affinity.Mem
 	return combo.Config{
 		Breakers: breaker.NewSet(breaker.Config{
 			OAuth: breakerProfile(rs.Breaker.OAuth), APIKey: breakerProfile(rs.Breaker.APIKey),
-			Local:   breakerProfile(rs.Breaker.Local),
-			ClassOf: providerClass,
+			Local:    breakerProfile(rs.Breaker.Local),
+			ClassOf:  providerClass,
+			OnChange: ps.onBreaker(),
 		}),
 		Gate: breaker.NewGate(breaker.GateConfig{Enabled: rs.ProviderCooldown.Enabled,
 			MinRetry: minRetry(rs.ProviderCooldown.MinRetryCooldownMs), MaxRetry: msDur(rs.ProviderCooldown.MaxRetryCooldownMs),
@@ -149,9 +150,10 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins *affinity.Mem
 		Cooldowns: tracker,
 		Lockouts: lockout.New(lockout.Config{Enabled: rs.Lockout.Enabled, ErrorCodes: rs.Lockout.ErrorCodes,
 			BaseCooldown: msDur(rs.Lockout.BaseCooldownMs), MaxCooldown: msDur(rs.Lockout.MaxCooldownMs),
-			MaxBackoffSteps: lockoutSteps(rs.Lockout.MaxBackoffSteps), EscalationWindow: msDur(rs.Lockout.EscalationWindowMs)}),
+			MaxBackoffSteps: lockoutSteps(rs.Lockout.MaxBackoffSteps), EscalationWindow: msDur(rs.Lockout.EscalationWindowMs),
+			OnChange: ps.onLockout()}),
 		Pins:   affinity.New(affinity.Config{TTL: msDur(rs.SessionAffinityTTLMs), Store: pins}),
-		Leases: lease.New(lease.Config{TTL: msDur(rs.LeaseTTLMs)}),
+		Leases: lease.New(lease.Config{TTL: msDur(rs.LeaseTTLMs), Store: ps.leaseStore()}),
 		Queue: queue.New(queue.Config{
 			MaxQueueWait: msDur(q.MaxQueueWaitMs), ExecutionTimeout: msDur(q.ExecutionTimeoutMs),
 			MaxQueueDepth: q.MaxQueueDepth, RequestsPerMinute: q.RequestsPerMinute,

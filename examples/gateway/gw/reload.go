@@ -29,7 +29,7 @@ type ReloadReport struct {
 	Added   []string `json:"added"`
 	Removed []string `json:"removed"`
 	// RestartRequired lists the changed settings a reload does not apply
-	// (listen, server and resilience except providerErrorRules); the
+	// (listen, server, state and resilience except providerErrorRules); the
 	// values the gateway started with stay in force.
 	RestartRequired []string `json:"restartRequired"`
 }
@@ -105,6 +105,9 @@ func restartOnly(boot, cfg *Config) []string {
 	}
 	if boot.Server != cfg.Server {
 		out = append(out, "server")
+	}
+	if boot.State != cfg.State {
+		out = append(out, "state")
 	}
 	br, cr := reflect.ValueOf(boot.Resilience), reflect.ValueOf(cfg.Resilience)
 	t := br.Type()

@@ -42,6 +42,9 @@ type Options struct {
 	// SIGHUP and POST /api/gateway/reload); nil means the configuration
 	// cannot be reloaded.
 	Load func() (*Config, error)
+	// State keeps the layers' state (see State); nil keeps it in memory.
+	// The Server does not close it.
+	State *State
 }
 
 // Server is the gateway: an http.Handler serving POST /v1/chat/completions,
@@ -53,7 +56,7 @@ type Options struct {
 type Server struct {
 	layers   combo.Config
 	live     atomic.Pointer[liveTables]
-	pinStore *affinity.MemoryStore
+	pinStore affinity.Store
 	cur      atomic.Pointer[state]
 	boot     *Config // the configuration the Server started with
 	admin    *admin.Handler
@@ -93,11 +96,14 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		mux:      http.NewServeMux(),
 		limits:   cfg.Server.limits(),
 		load:     opts.Load,
-		pinStore: affinity.NewMemoryStore(0),
+		pinStore: opts.State.pinStore(),
 	}
 	s.live.Store(newLiveTables(cfg))
-	layers, err := buildLayers(cfg, &s.live, s.pinStore)
+	layers, err := buildLayers(cfg, &s.live, s.pinStore, opts.State)
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.State.restore(layers, time.Now()); err != nil {
 		return nil, err
 	}
 	if opts.Logger != nil {
