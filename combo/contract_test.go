@@ -342,15 +342,15 @@ func TestBadStreamLocksOneModelNotTheAccount(t *testing.T) {
 	}
 }
 
-// connRefused is a transport failure before any response.
-var connRefused = fmt.Errorf("dial tcp 10.0.0.1:443: %w", syscall.ECONNREFUSED)
+// errConnRefused is a transport failure before any response.
+var errConnRefused = fmt.Errorf("dial tcp 10.0.0.1:443: %w", syscall.ECONNREFUSED)
 
 // Combo contract 6a and D14: a transport failure before any response is
 // sent again to the same target once, after retryDelay (default 2 s); an
 // HTTP status never is. MaxRetries 0 turns the retry off; the pause ends
 // with the caller's context.
 func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
-	run := func(t *testing.T, set combo.Settings, script map[string][]error, status map[string]int, ctx context.Context) ([]string, *combo.Result, error, time.Duration) {
+	run := func(t *testing.T, set combo.Settings, script map[string][]error, status map[string]int, ctx context.Context) ([]string, *combo.Result, time.Duration, error) {
 		f := newFleet(t, "openai")
 		var calls []string
 		n := map[string]int{}
@@ -372,11 +372,11 @@ func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
 		if err == nil {
 			res.Response.Body.Close()
 		}
-		return calls, res, err, time.Since(start)
+		return calls, res, time.Since(start), err
 	}
 	t.Run("refused then served after 2 s", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls, res, err, elapsed := run(t, combo.Settings{}, map[string][]error{"k1": {connRefused}}, nil, context.Background())
+			calls, res, elapsed, err := run(t, combo.Settings{}, map[string][]error{"k1": {errConnRefused}}, nil, context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, []string{"k1", "k1"}, calls)
 			assert.Equal(t, "k1", res.Target.Connection)
@@ -387,8 +387,8 @@ func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
 	})
 	t.Run("retried once only, then the next target", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls, res, err, elapsed := run(t, combo.Settings{RetryDelay: new(500 * time.Millisecond)},
-				map[string][]error{"k1": {connRefused, connRefused, connRefused}}, nil, context.Background())
+			calls, res, elapsed, err := run(t, combo.Settings{RetryDelay: new(500 * time.Millisecond)},
+				map[string][]error{"k1": {errConnRefused, errConnRefused, errConnRefused}}, nil, context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, []string{"k1", "k1", "k2"}, calls)
 			assert.Equal(t, "k2", res.Target.Connection)
@@ -397,7 +397,7 @@ func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
 	})
 	t.Run("a 503 is not retried on the same target", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls, res, err, elapsed := run(t, combo.Settings{}, nil, map[string]int{"k1": 503}, context.Background())
+			calls, res, elapsed, err := run(t, combo.Settings{}, nil, map[string]int{"k1": 503}, context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, []string{"k1", "k2"}, calls)
 			assert.Equal(t, "k2", res.Target.Connection)
@@ -406,7 +406,7 @@ func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
 	})
 	t.Run("MaxRetries 0 is off", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls, _, err, elapsed := run(t, combo.Settings{MaxRetries: new(0)}, map[string][]error{"k1": {connRefused}}, nil, context.Background())
+			calls, _, elapsed, err := run(t, combo.Settings{MaxRetries: new(0)}, map[string][]error{"k1": {errConnRefused}}, nil, context.Background())
 			require.NoError(t, err)
 			assert.Equal(t, []string{"k1", "k2"}, calls)
 			assert.Equal(t, time.Duration(0), elapsed)
@@ -416,7 +416,7 @@ func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(time.Second, cancel)
-			calls, _, err, elapsed := run(t, combo.Settings{}, map[string][]error{"k1": {connRefused}}, nil, ctx)
+			calls, _, elapsed, err := run(t, combo.Settings{}, map[string][]error{"k1": {errConnRefused}}, nil, ctx)
 			assert.ErrorIs(t, err, context.Canceled)
 			assert.Equal(t, []string{"k1"}, calls)
 			assert.Equal(t, time.Second, elapsed)
@@ -426,7 +426,7 @@ func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			calls, res, err, elapsed := run(t, combo.Settings{}, map[string][]error{"k1": {connRefused}}, nil, ctx)
+			calls, res, elapsed, err := run(t, combo.Settings{}, map[string][]error{"k1": {errConnRefused}}, nil, ctx)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"k1", "k2"}, calls, "the 2 s pause would pass the deadline: move on")
 			assert.Equal(t, "k2", res.Target.Connection)
@@ -435,7 +435,7 @@ func TestSameTargetRetryCoversTransportFailuresOnly(t *testing.T) {
 	})
 	t.Run("the retry counts against MaxAttempts", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			calls, _, err, _ := run(t, combo.Settings{MaxAttempts: 1}, map[string][]error{"k1": {connRefused}}, nil, context.Background())
+			calls, _, _, err := run(t, combo.Settings{MaxAttempts: 1}, map[string][]error{"k1": {errConnRefused}}, nil, context.Background())
 			var ue *combo.Error
 			require.ErrorAs(t, err, &ue)
 			assert.Equal(t, []string{"k1"}, calls)

@@ -51,12 +51,6 @@ type SessionOrderer interface {
 	OrdersSessions() bool
 }
 
-// strategyFunc adapts a function to [Strategy].
-type strategyFunc func(p *Pick)
-
-// Order calls f(p).
-func (f strategyFunc) Order(p *Pick) { f(p) }
-
 // Pick is the input of a [Strategy]: the eligible targets of one request, in
 // the combo's declared order.
 type Pick struct {

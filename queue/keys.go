@@ -13,8 +13,11 @@ import (
 // running or waiting but a block set), or idle. Idle gates are kept in a
 // list in the order they became idle (or were last used), so that both the
 // gates idle for longer than IdleTTL and the least recently used idle gate
-// are found at its head; blocked gates are kept in a heap by the end of
-// their block, so that the ones whose block is over are found on top. A new
+// are found at its head; a gate that turns busy may stay in the list (so
+// that a key taken and released over and over does not move), and is taken
+// out when a walk from the head meets it. Blocked gates are kept in a heap
+// by the end of their block, so that the ones whose block is over are
+// found on top. A new
 // key therefore costs O(1) amortised (O(log n) for the blocked heap) however
 // many keys are kept, and a sweep visits only the gates it changes.
 
@@ -24,6 +27,7 @@ type keyBook struct {
 	blocked            minHeap[gate]
 	touched            []*gate // gates released (or taken without a clock) since the last sweep
 	seq                uint64  // counts pushes onto the idle list
+	busy               int     // gates whose isBusy is set
 }
 
 func blockPos(g *gate) *int { return &g.blockPos }
@@ -43,16 +47,25 @@ func (g *gate) busy() bool { return g.running > 0 || g.waiters.Len() > 0 || g.he
 // a block set counts as blocked until the next sweep looks. q.mu is held
 // for writing.
 func (q *Queue) placeLocked(g *gate, now time.Time) {
+	busy := g.busy()
+	if busy != g.isBusy {
+		g.isBusy = busy
+		if busy {
+			q.keys.busy++
+		} else {
+			q.keys.busy--
+		}
+	}
 	switch {
-	case g.busy():
-		q.unlinkIdle(g)
-		q.keys.blocked.Remove(g)
+	case busy:
+		q.keys.blocked.Remove(g) // it may stay in the idle list
 	case !g.blockedUntil.IsZero() && (now.IsZero() || g.blockedUntil.After(now)):
 		q.unlinkIdle(g)
 		q.keys.blocked.Set(g, stamp(g.blockedUntil))
 	default:
 		q.keys.blocked.Remove(g)
-		if !g.inIdle {
+		if g != q.keys.idleTail {
+			q.unlinkIdle(g)
 			q.pushIdle(g)
 		}
 	}
@@ -61,7 +74,7 @@ func (q *Queue) placeLocked(g *gate, now time.Time) {
 // usedLocked records that g, whatever its group, was used at g.lastUse: an
 // idle gate moves to the tail of the idle list.
 func (q *Queue) usedLocked(g *gate) {
-	if g.inIdle {
+	if g.inIdle && !g.isBusy {
 		q.unlinkIdle(g)
 		q.pushIdle(g)
 	}
@@ -151,10 +164,18 @@ func (q *Queue) sweepLocked(now time.Time, ttl time.Duration) {
 		}
 	}
 	for g := k.idleHead; g != nil && now.Sub(g.idleAt) >= ttl; g = k.idleHead {
-		q.dropLocked(g, now)
+		if g.isBusy {
+			q.unlinkIdle(g)
+		} else {
+			q.dropLocked(g, now)
+		}
 	}
 	for g := k.idleHead; g != nil && len(q.gates) >= q.maxKeys(); g = k.idleHead {
-		q.dropLocked(g, now)
+		if g.isBusy {
+			q.unlinkIdle(g)
+		} else {
+			q.dropLocked(g, now)
+		}
 	}
 }
 
@@ -162,7 +183,8 @@ func (q *Queue) sweepLocked(now time.Time, ttl time.Duration) {
 // keeps fewer than MaxKeys keys, or one of them is idle (or its block is
 // over) and would make room. q.mu is held, at least for reading.
 func (q *Queue) roomLocked(now time.Time) bool {
-	if len(q.gates) < q.maxKeys() || q.keys.idleHead != nil {
+	// The gates neither busy nor blocked are idle, in the idle list.
+	if len(q.gates) < q.maxKeys() || len(q.gates)-q.keys.busy-q.keys.blocked.Len() > 0 {
 		return true
 	}
 	g, _ := q.keys.blocked.Top()

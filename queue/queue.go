@@ -56,6 +56,7 @@ type gate struct {
 	idleAt             time.Time
 	idleSeq            uint64 // when it joined the idle list, in pushes
 	inIdle, dropped    bool
+	isBusy             bool // busy() when last placed; counted in keyBook.busy
 	blockPos           int
 	held               int
 
@@ -202,11 +203,6 @@ func (q *Queue) gateLocked(key string, now time.Time) *gate {
 	q.gates[key] = g
 	q.placeLocked(g, now)
 	return g
-}
-
-// idle reports whether nothing runs, waits or is blocked on g.
-func (g *gate) idle(now time.Time) bool {
-	return g.running == 0 && g.waiters.Len() == 0 && !g.blockedUntil.After(now)
 }
 
 // apply brings g's configured rate limits in line with s.

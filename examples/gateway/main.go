@@ -15,6 +15,11 @@
 // or 2 with each problem and its field path. SIGHUP, or POST
 // /api/gateway/reload with the admin token, reloads the file without a
 // restart (a bad file is refused and the running configuration stays).
+// The state (leases, cooldowns, pins, breakers, model locks) is kept in
+// the SQLite file -state (default routeguard-state.db next to the
+// configuration, or the configuration's state.path), so that a restart
+// resumes it; -state memory, and the demo, keep it in memory only;
+// -state-reset starts from an empty file.
 //
 // It serves POST /v1/chat/completions (model = a combo name or
 // provider/model), GET /v1/models and the admin API under /api/, guarded

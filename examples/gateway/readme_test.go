@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,7 +66,8 @@ func TestReadmeGatewayCommands(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, "ok\n", string(out))
 
-	g := startGatewayFile(t, "", env, args(lines[2])...)
+	// The state file goes to a temporary directory, not beside the example.
+	g := startGatewayFile(t, "", env, append(args(lines[2]), "-state", filepath.Join(t.TempDir(), "state.db"))...)
 	require.Equal(t, `kill -HUP "$GATEWAY_PID"`, lines[3])
 	require.NoError(t, g.cmd.Process.Signal(syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(g.stderr.String(), "config reloaded") }, 5*time.Second, 10*time.Millisecond)

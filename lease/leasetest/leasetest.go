@@ -120,10 +120,10 @@ func acquire(t *testing.T, s lease.Store, r req, now time.Time, want outcome) le
 	return l
 }
 
-// authMismatch stands, as a wanted refusal, for the contract's
+// errAuthMismatch stands, as a wanted refusal, for the contract's
 // authorization mismatch: a *lease.Error with CodeFenceStale and the
 // Detail the lease package documents for it.
-var authMismatch = errors.New(`a LEASE_FENCE_STALE *lease.Error with Detail "` + authMismatchDetail + `"`)
+var errAuthMismatch = errors.New(`a LEASE_FENCE_STALE *lease.Error with Detail "` + authMismatchDetail + `"`)
 
 const authMismatchDetail = "lease held under another api key"
 
@@ -143,7 +143,7 @@ func same(got, want error) bool {
 	if want == nil || got == nil {
 		return got == want
 	}
-	if want == authMismatch {
+	if want == errAuthMismatch {
 		return isAuthMismatch(got)
 	}
 	if want == lease.ErrFenceStale && isAuthMismatch(got) {
@@ -295,7 +295,7 @@ func testTransition(t *testing.T, s lease.Store) {
 	}{
 		{"k1", "c-b", lease.ErrConnectionMismatch},
 		{"k1", "c-c", nil},
-		{"k2", "c-c", authMismatch},
+		{"k2", "c-c", errAuthMismatch},
 	}
 	for _, f := range fences {
 		err := s.Fence(bg, lease.Holder{Owner: ownerA, APIKeyID: f.key, Generation: g}, f.conn, at)
@@ -378,7 +378,7 @@ func testFence(t *testing.T, s lease.Store) {
 	fence("generation+1", next, "c1", T0.Add(time.Second), lease.ErrFenceStale)
 	other := h
 	other.APIKeyID = "k2"
-	fence("other key", other, "c1", T0.Add(time.Second), authMismatch)
+	fence("other key", other, "c1", T0.Add(time.Second), errAuthMismatch)
 	fence("other connection", h, "c2", T0.Add(time.Second), lease.ErrConnectionMismatch)
 	fence("other owner", lease.Holder{Owner: ownerB, APIKeyID: "k1", Generation: 1}, "c1", T0.Add(time.Second), lease.ErrRequired)
 	fence("at expiry", h, "c1", T0.Add(TTL), lease.ErrRequired)
