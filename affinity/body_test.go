@@ -89,7 +89,8 @@ func TestFirstTurnKeyIsStable(t *testing.T) {
 func TestJoinTextBudget(t *testing.T) {
 	a := strings.Repeat("a", 4000)
 	b := strings.Repeat("b", 200)
-	got := joinText(asArray([]byte(`["` + a + `","` + b + `","c"]`)))
+	var sc scratch
+	got := string(sc.joinText([]byte(`["` + a + `","` + b + `","c"]`)))
 	assert.Equal(t, a+"\n"+b[:95], got)
 	assert.Equal(t, 4096, len(got))
 
@@ -100,9 +101,14 @@ func TestJoinTextBudget(t *testing.T) {
 }
 
 func TestCutChars(t *testing.T) {
-	assert.Equal(t, "éé", cutChars("ééé", 2))
-	assert.Equal(t, "ab", cutChars("ab", 5))
-	assert.Equal(t, "", cutChars("ab", 0))
+	for _, tt := range []struct {
+		in, want string
+		n, count int
+	}{{"ééé", "éé", 2, 2}, {"ab", "ab", 5, 2}, {"ab", "", 0, 0}} {
+		got, count := cutPlain([]byte(tt.in), tt.n)
+		assert.Equal(t, tt.want, string(got))
+		assert.Equal(t, tt.count, count)
+	}
 }
 
 func TestTextDepthBounded(t *testing.T) {

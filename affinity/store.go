@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 // A StoreKey names one pin: a provider and the digest of a session [Key].
@@ -93,7 +95,7 @@ type MemoryStore struct {
 type memShard struct {
 	mu     sync.Mutex
 	m      map[StoreKey]*pinSlot // lazily initialised
-	exp    minHeap[pinSlot]      // every pin of m, dead ones and then the one expiring first on top
+	exp    heap.Min[pinSlot]     // every pin of m, dead ones and then the one expiring first on top
 	writes int                   // new pins since the last sweep
 	free   []*pinSlot            // slots of removed pins, for new ones; at most maxFree
 }
@@ -114,7 +116,7 @@ func expiryKey(p *Pin) int64 {
 	if p.Connection == "" {
 		return math.MinInt64
 	}
-	return stamp(p.Expires)
+	return heap.Stamp(p.Expires)
 }
 
 func slotPos(p *pinSlot) *int { return &p.pos }
@@ -198,7 +200,7 @@ func (s *MemoryStore) Save(key StoreKey, pin Pin, now time.Time) error {
 	}
 	if sh.m == nil {
 		sh.m = make(map[StoreKey]*pinSlot)
-		sh.exp = minHeap[pinSlot]{pos: slotPos}
+		sh.exp = heap.Min[pinSlot]{Pos: slotPos}
 	}
 	if p == nil {
 		if n := len(sh.free); n > 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/routeguard/routeguard"
 	"github.com/routeguard/routeguard/internal/config"
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 // WindowProfile configures the provider-level window gate of one class.
@@ -202,8 +203,8 @@ type Gate struct {
 	// the cap and the retention drop from their tops. provCool and
 	// connCool hold the entries whose reported cooldown has not been
 	// reported ended yet, soonest end first (only with a hook).
-	provOld, provCool minHeap[provEntry]
-	connOld, connCool minHeap[connEntry]
+	provOld, provCool heap.Min[provEntry]
+	connOld, connCool heap.Min[connEntry]
 	// entries is len(prov)+len(conns), stored after every write so that a
 	// gate with nothing recorded answers its checks without the lock.
 	entries atomic.Int64
@@ -251,10 +252,10 @@ func connCoolPos(e *connEntry) *int { return &e.coolPos }
 func NewGate(cfg GateConfig) *Gate {
 	c := cfg.Normalize()
 	g := &Gate{cfg: c, prov: map[string]*provEntry{}, conns: map[connKey]*connEntry{}}
-	g.provOld = minHeap[provEntry]{pos: provOldPos}
-	g.provCool = minHeap[provEntry]{pos: provCoolPos}
-	g.connOld = minHeap[connEntry]{pos: connOldPos}
-	g.connCool = minHeap[connEntry]{pos: connCoolPos}
+	g.provOld = heap.Min[provEntry]{Pos: provOldPos}
+	g.provCool = heap.Min[provEntry]{Pos: provCoolPos}
+	g.connOld = heap.Min[connEntry]{Pos: connOldPos}
+	g.connCool = heap.Min[connEntry]{Pos: connCoolPos}
 	g.retention = max(gateRetention, c.MaxRetry)
 	for _, w := range []WindowProfile{c.OAuth, c.APIKey, c.Local} {
 		g.retention = max(g.retention, w.Window, w.Cooldown)
@@ -297,7 +298,7 @@ func (g *Gate) RecordFailureAt(provider, conn string, now time.Time) {
 		now = e.last // a clock step backwards: no time has passed
 	}
 	e.last = now
-	g.provOld.Set(e, stamp(e.last))
+	g.provOld.Set(e, heap.Stamp(e.last))
 	cut := now.Add(-w.Window)
 	i := 0
 	for i < len(e.times) && !e.times[i].After(cut) {
@@ -326,7 +327,7 @@ func (g *Gate) RecordFailureAt(provider, conn string, now time.Time) {
 		}
 		c.count++
 		c.last = now
-		g.connOld.Set(c, stamp(c.last))
+		g.connOld.Set(c, heap.Stamp(c.last))
 		evs = g.connNoteLocked(evs, k, c, now)
 	}
 	g.countEntries()
@@ -406,43 +407,30 @@ func (g *Gate) connUntil(c *connEntry, now time.Time) (time.Time, bool) {
 	return u, now.Before(u)
 }
 
-// GateStatus is one gate entry as plain data.
-type GateStatus struct {
-	Provider string `json:"provider"`
-	// Connection is empty for a provider-level entry.
-	Connection string `json:"connection,omitempty"`
-	// Failures is the number of failures in the window (provider level)
-	// or since the last success (connection level).
-	Failures    int       `json:"failures"`
-	LastFailure time.Time `json:"lastFailure"`
-	// Until is the end of the cooldown (for a provider entry its last
-	// instant, as in [Gate.BlockedUntilAt]); zero when not cooling at the
-	// snapshot's time.
-	Until time.Time `json:"until"`
-}
-
-// SnapshotAt lists every entry as seen at now, provider entries first, each
-// group sorted by name. A disabled gate has no entries.
-func (g *Gate) SnapshotAt(now time.Time) []GateStatus {
+// SnapshotAt lists every entry as seen at now as a [Record] (see there for
+// the fields a gate entry fills), provider entries first, each group
+// sorted by name; [Gate.RestoreAt] puts them back. A disabled gate has no
+// entries.
+func (g *Gate) SnapshotAt(now time.Time) []Record {
 	g.mu.RLock()
-	out := make([]GateStatus, 0, len(g.prov)+len(g.conns))
+	out := make([]Record, 0, len(g.prov)+len(g.conns))
 	for p, e := range g.prov {
-		st := GateStatus{Provider: p, Failures: len(e.times), LastFailure: e.last}
+		st := Record{Provider: p, Failures: len(e.times), LastFailure: e.last}
 		if e.coolingAt(now) {
-			st.Until = e.until
+			st.State, st.Until = Open, e.until
 		}
 		out = append(out, st)
 	}
 	nprov := len(out)
 	for k, c := range g.conns {
-		st := GateStatus{Provider: k.provider, Connection: k.conn, Failures: c.count, LastFailure: c.last}
+		st := Record{Provider: k.provider, Connection: k.conn, Failures: c.count, LastFailure: c.last}
 		if u, ok := g.connUntil(c, now); ok {
-			st.Until = u
+			st.State, st.Until = Open, u
 		}
 		out = append(out, st)
 	}
 	g.mu.RUnlock()
-	cmp := func(a, b GateStatus) int {
+	cmp := func(a, b Record) int {
 		if c := strings.Compare(a.Provider, b.Provider); c != 0 {
 			return c
 		}
@@ -529,7 +517,7 @@ func (g *Gate) provNoteLocked(evs []Event, provider string, e *provEntry, now ti
 	if e.reported.IsZero() {
 		g.provCool.Remove(e)
 	} else {
-		g.provCool.Set(e, stamp(e.reported))
+		g.provCool.Set(e, heap.Stamp(e.reported))
 	}
 	return evs
 }
@@ -544,7 +532,7 @@ func (g *Gate) connNoteLocked(evs []Event, k connKey, c *connEntry, now time.Tim
 	if c.reported.IsZero() {
 		g.connCool.Remove(c)
 	} else {
-		g.connCool.Set(c, stamp(c.reported))
+		g.connCool.Set(c, heap.Stamp(c.reported))
 	}
 	return evs
 }

@@ -6,20 +6,30 @@ import (
 	"time"
 )
 
-// Record is a breaker's state as plain data: what a health page shows, and
-// what a store keeps so that a restarted process resumes where the last
-// one stopped ([Set.SnapshotAt] gives the records, [Set.RestoreAt] puts
-// them back). It is JSON-ready (states and kinds encode as their names).
-// Thresholds are not part of it: a restored breaker gets the profile of its
-// provider. Deduplication entries and the probe in flight are not restored.
+// Record is a breaker's state, or a window gate entry's, as plain data:
+// what a health page shows, and what a store keeps so that a restarted
+// process resumes where the last one stopped ([Set.SnapshotAt] and
+// [Gate.SnapshotAt] give the records, [Set.RestoreAt] and [Gate.RestoreAt]
+// put them back). It is JSON-ready (states and kinds encode as their
+// names). Thresholds are not part of it: a restored breaker gets the
+// profile of its provider. Deduplication entries and the probe in flight
+// are not restored.
+//
+// A gate entry fills Provider, Connection (empty for a provider entry),
+// State (Open while cooling at the snapshot's now, Closed otherwise),
+// Failures, LastFailure and Until; the other fields are zero.
 type Record struct {
-	// Provider is the breaker's name.
+	// Provider is the breaker's name, or the gate entry's provider.
 	Provider string `json:"provider"`
+	// Connection is the connection of a gate connection entry; empty for a
+	// breaker and for a gate provider entry.
+	Connection string `json:"connection,omitempty"`
 	// State is the state when the record was taken. A Closed or Degraded
 	// record restores as that state where its count allows it (see
 	// [Set.RestoreAt]).
 	State State `json:"state"`
-	// Failures is the leaky failure count.
+	// Failures is the leaky failure count; for a gate entry, the failures
+	// in the window (provider) or since the last success (connection).
 	Failures int `json:"failures"`
 	// LastFailure is the time of the last counted failure; zero if none.
 	LastFailure time.Time `json:"lastFailure,omitzero"`
@@ -43,6 +53,11 @@ type Record struct {
 	// Restore does not read it: a restored half-open breaker has its probe
 	// slot free.
 	ProbeInFlight bool `json:"probeInFlight,omitzero"`
+	// Until is, for a gate entry, the end of its cooldown (for a provider
+	// entry its last instant, as in [Gate.BlockedUntilAt]; for a connection
+	// entry the first instant after it); zero when not cooling at the
+	// snapshot's now, and for a breaker.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // Record limits applied by Restore.

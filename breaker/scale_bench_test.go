@@ -5,24 +5,25 @@ import (
 	"strconv"
 	"testing"
 	"time"
-)
 
-// capSizes are the store sizes of the insert-at-cap benchmarks.
-var capSizes = []int{1000, 100_000, 1_000_000}
+	"github.com/routeguard/routeguard/internal/benchscale"
+)
 
 // BenchmarkInsertAtCap measures one new key written into a store that is
 // already full: a new connection failing on the Gate, and a new provider
 // failing on the Set. The store is filled once per size, outside the timer.
 func BenchmarkInsertAtCap(b *testing.B) {
-	for _, n := range capSizes {
-		b.Run("gate/keys="+strconv.Itoa(n), func(b *testing.B) {
+	for _, size := range benchscale.Sizes() {
+		n := size.N
+		b.Run("gate/"+size.Name, func(b *testing.B) {
 			g := NewGate(GateConfig{Enabled: true, MaxEntries: n})
 			now := t0
 			for i := range n {
 				now = now.Add(time.Microsecond)
 				g.RecordFailureAt("p", "c"+strconv.Itoa(i), now)
 			}
-			i := n
+			g.RecordFailureAt("p", "c"+strconv.Itoa(n), now) // the first eviction settles the fill
+			i := n + 1
 			runtime.GC() // the build's garbage is not the insert's
 			b.ReportAllocs()
 			for b.Loop() {
@@ -32,8 +33,9 @@ func BenchmarkInsertAtCap(b *testing.B) {
 			}
 		})
 	}
-	for _, n := range capSizes {
-		b.Run("set/keys="+strconv.Itoa(n), func(b *testing.B) {
+	for _, size := range benchscale.Sizes() {
+		n := size.N
+		b.Run("set/"+size.Name, func(b *testing.B) {
 			s := NewSet(Config{MaxBreakers: n})
 			now := t0
 			fail := Report{Outcome: Failure}
@@ -41,7 +43,8 @@ func BenchmarkInsertAtCap(b *testing.B) {
 				now = now.Add(time.Microsecond)
 				s.ReportAt("p"+strconv.Itoa(i), fail, now)
 			}
-			i := n
+			s.ReportAt("p"+strconv.Itoa(n), fail, now) // the first eviction settles the fill
+			i := n + 1
 			runtime.GC() // the build's garbage is not the insert's
 			b.ReportAllocs()
 			for b.Loop() {

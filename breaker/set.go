@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/routeguard/routeguard"
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 // Config configures a [Set]. The zero value is usable: the built-in class
@@ -125,7 +126,7 @@ type Set struct {
 	// order holds every breaker of m, in the heap of its eviction rank by
 	// last failure (see [circuit.evictKeyLocked]), as of the last time the
 	// Set read the keys; guarded by mu.
-	order [3]minHeap[circuit]
+	order [3]heap.Min[circuit]
 
 	// dirty lists the breakers whose eviction key changed since the Set
 	// last read it. Breakers append to it under their own lock, so it has
@@ -158,7 +159,7 @@ func (s *Set) refreshOrderLocked() {
 		if s.order[b.setRank].Has(b) {
 			s.order[b.setRank].Remove(b)
 			b.setRank, b.setLast = rank, last
-			s.order[rank].Set(b, stamp(last))
+			s.order[rank].Set(b, heap.Stamp(last))
 		}
 	}
 }
@@ -168,7 +169,7 @@ func (s *Set) refreshOrderLocked() {
 func NewSet(cfg Config) *Set {
 	s := &Set{cfg: cfg.Normalize(), m: make(map[string]*circuit)}
 	for i := range s.order {
-		s.order[i].pos = setPos
+		s.order[i].Pos = setPos
 	}
 	return s
 }
@@ -215,7 +216,7 @@ func (s *Set) getAt(provider string, now time.Time) *circuit {
 	}
 	nb.owner = s // nb is not shared yet
 	s.m[provider] = nb
-	s.order[0].Set(nb, stamp(time.Time{})) // a new breaker is idle
+	s.order[0].Set(nb, heap.Stamp(time.Time{})) // a new breaker is idle
 	s.mu.Unlock()
 	for _, b := range dropped {
 		b.removed(now)

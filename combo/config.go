@@ -1,6 +1,7 @@
 package combo
 
 import (
+	"context"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/routeguard/routeguard/lease"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
+	"github.com/routeguard/routeguard/queue/slotstore"
 	"github.com/routeguard/routeguard/restate"
 	"github.com/routeguard/routeguard/watchdog"
 )
@@ -37,6 +39,14 @@ type Config struct {
 	// Queue admits attempts per connection (the key is the target's
 	// connection id, or its provider when it names no connection).
 	Queue *queue.Queue
+	// Slots, if set, enforces each capped connection's Target.MaxConcurrent
+	// across every process sharing the store (redisstate's State.Slots):
+	// an attempt on such a connection takes a slot first and is skipped
+	// (ReasonQueueFull) when none is free or the store refuses; the slot
+	// is released when the attempt ends. Run [Router.RenewSlots] every
+	// third of the store's slot lifetime: an attempt whose slot was lost
+	// is cancelled.
+	Slots slotstore.Store
 	// Classifier restates and classifies failures; nil means a
 	// classifier with the built-in tables and the default restate.Config.
 	Classifier *restate.Classifier
@@ -68,6 +78,9 @@ type Config struct {
 	// OnAttempt, if set, is called after every attempt with its trail
 	// entry, from the goroutine that ran the request.
 	OnAttempt func(Attempt)
+	// OnRequest, if set, is called once at the end of every Do with the
+	// request's outcome, from the goroutine that ran it.
+	OnRequest func(RequestEnd)
 
 	// Quota reports the quota windows of each target's connection to the
 	// quota-aware strategies (reset-aware, reset-window, headroom,
@@ -111,6 +124,25 @@ type Config struct {
 	// gemini, github, passthrough and every provider whose id contains
 	// "-compatible-".
 	PerModelQuota func(provider, model string) bool
+}
+
+// RequestEnd is what [Config.OnRequest] is told when Do returns. Its
+// slices are the request's own (those of the Result or the *Error): read
+// them during the call, never keep or modify them.
+type RequestEnd struct {
+	// Context is the context Do was given, for a tracer to find the
+	// caller's span in; it may have ended.
+	Context  context.Context //nolint:containedctx // an event, handed to the hook and dropped
+	Combo    string          // the combo's name
+	Attempts []Attempt       // the trail, skips included
+	Excluded []Exclusion     // the targets kept out before dispatch
+	// Err is Do's error: nil on success, an [*Error], a lease error or the
+	// caller's context error.
+	Err error
+	// Start is when Do began and Duration how long it took, on the router's
+	// clock.
+	Start    time.Time
+	Duration time.Duration
 }
 
 // Normalize returns c with its defaults filled in: Logger a logger that

@@ -110,6 +110,10 @@
 // without useful output, is a bad stream too. A cut, early or empty stream is
 // evidence about one model: it locks that exact provider/connection/model
 // and does not cool the connection, whose other models keep serving.
+// [StreamRecovery], off by default, reopens such a stream once on the same
+// target first, and continues a committed plain-text chat stream that
+// breaks off on the next target, so that the caller reads one whole
+// answer (see [ContinuationBody] and Request.Continue).
 //
 // # Strategies
 //

@@ -38,7 +38,7 @@ func queueKey(t *Target) string {
 // exclusion reports true. It allocates nothing.
 func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time, x *Exclusion) bool {
 	if r.cfg.Breakers != nil {
-		if open, wait := r.breakerOpen(t.Provider, st); open {
+		if open, wait := r.breakerOpen(t.Provider, st, now); open {
 			return exclude(x, t, ReasonCircuitOpen, "", wait)
 		}
 	}
@@ -94,9 +94,9 @@ func exclude(x *Exclusion, t *Target, reason Reason, detail string, wait time.Du
 // breakerOpen reports whether provider's breaker is open and for how long.
 // While st.memo is on (one screening pass), each provider's breaker is read
 // once and remembered.
-func (r *Router) breakerOpen(provider string, st *reqState) (bool, time.Duration) {
+func (r *Router) breakerOpen(provider string, st *reqState, now time.Time) (bool, time.Duration) {
 	if !st.memo {
-		s, wait := r.cfg.Breakers.StateAt(provider, r.now())
+		s, wait := r.cfg.Breakers.StateAt(provider, now)
 		return s == breaker.Open, wait
 	}
 	for _, b := range st.breakers {
@@ -104,7 +104,7 @@ func (r *Router) breakerOpen(provider string, st *reqState) (bool, time.Duration
 			return b.open, b.wait
 		}
 	}
-	s, wait := r.cfg.Breakers.StateAt(provider, r.now())
+	s, wait := r.cfg.Breakers.StateAt(provider, now)
 	st.breakers = append(st.breakers, breakerMemo{provider, s == breaker.Open, wait})
 	return s == breaker.Open, wait
 }
@@ -630,10 +630,15 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 			s := obs.Stats()
 			if s.UsefulBytes > 0 || s.ProtectedPhase {
 				obs.StopParsing() // committed: no per-chunk parsing beyond what the guards need
+				a.firstOutput, a.useful = r.now().Sub(a.start), s.UsefulBytes
 				return held.Bytes(), body, nil
 			}
 			if (held.Len() > noEvent && !s.EventSeen) || held.Len() > holdEventsFactor*noEvent {
 				body.Close()
+				a.cut = CutNoOutput
+				if f := r.reopenStream(st, a, http.StatusBadGateway, errNoOutput); f != nil {
+					return nil, nil, f
+				}
 				return nil, nil, r.failStream(st, h, http.StatusBadGateway, errNoOutput, r.now())
 			}
 		}
@@ -656,6 +661,7 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 			}
 			f := r.failWith(st, h, v, reply{header: resp.Header, body: ev.Data}, now)
 			f.Err = errors.New("combo: error event in stream: " + ev.Message)
+			a.cut = CutErrorEvent
 			return nil, nil, f
 		}
 		if errors.Is(err, io.EOF) && obs.Stats().Events > 0 {
@@ -671,8 +677,26 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 		if errors.Is(err, io.EOF) {
 			err = ErrEmptyStream
 		}
+		a.cut = streamCut(a, we, err)
+		if f := r.reopenStream(st, a, status, err); f != nil {
+			return nil, nil, f
+		}
 		return nil, nil, r.failStream(st, h, status, err, now)
 	}
+}
+
+// streamCut names the cause of a stream that failed before its first
+// useful output with err (we when it is the watchdog's), for Attempt.Cut.
+func streamCut(a *run, we *watchdog.Error, err error) string {
+	switch {
+	case we != nil:
+		return we.Reason
+	case err == ErrEmptyStream: //nolint:errorlint // set just above, never wrapped
+		return CutEmptyStream
+	case a.timedOut.Load():
+		return CutTargetTimeout
+	}
+	return CutReadError
 }
 
 // failStream classifies a bad stream before commit (see failWith).

@@ -32,6 +32,10 @@ type Request struct {
 	// PromptTokens is an estimate of the request's size, for strategies that
 	// filter by context window; 0 when unknown.
 	PromptTokens int
+	// Continue, when set, sends the continuation of a committed stream
+	// that broke off (see [StreamRecovery]); mid-stream continuation needs
+	// it and Settings.StreamRecovery.MidStream.
+	Continue ContinueFunc
 
 	// deadline is when the request must have its answer (see
 	// Settings.RequestTimeout), on the router's clock; set by Do, and kept
@@ -69,11 +73,46 @@ type Attempt struct {
 	Outcome  Outcome
 	Reason   Reason // for skipped targets: why
 	Status   int    // upstream status after restatement; 0 for transport errors
-	Code     string // failure reason given by the classifier, the skip detail, or "retry_same_target"
+	Code     string // failure reason given by the classifier, the skip detail, "retry_same_target", or "stream_reopen" / "stream_continuation" (see StreamRecovery)
 	Err      error  // transport or stream error, if any
 	Start    time.Time
-	Duration time.Duration
+	Duration time.Duration // from Start to the attempt's end: its commit (see Result) or its failure
+
+	// The timings below count from Start, like Duration, so that
+	// QueueWait ≤ FirstByte ≤ FirstOutput ≤ Duration when each is set.
+
+	// QueueWait is the time spent waiting for admission: the queue's
+	// slot, the strategy's per-target slot and, on the first attempt, the
+	// request's connection slot (see Config.NoQuotaShareSlot). For a
+	// target skipped at admission it is how long it waited before the
+	// refusal.
+	QueueWait time.Duration
+	// FirstByte is when send returned the answer's status and headers;
+	// 0 when it returned none (a transport failure).
+	FirstByte time.Duration
+	// FirstOutput is when a streamed answer's first useful output (text, a
+	// tool call or reasoning) was seen, at which the router committed to
+	// it; 0 for a plain answer and for a stream with none.
+	FirstOutput time.Duration
+	// UsefulBytes counts the useful output bytes a stream had carried by
+	// its commit; 0 for a plain answer.
+	UsefulBytes int64
+	// Cut names why a streamed attempt failed before its first useful
+	// output: a watchdog guard's reason (such as "readiness_timeout" or
+	// "idle_timeout"), "empty_stream", "error_event", "no_output" (held
+	// past its bound without output), "target_timeout" or "read_error";
+	// "" for every other attempt.
+	Cut string
 }
+
+// Stream cut causes of Attempt.Cut other than the watchdog's reasons.
+const (
+	CutEmptyStream   = "empty_stream"
+	CutErrorEvent    = "error_event"
+	CutNoOutput      = "no_output"
+	CutTargetTimeout = "target_timeout"
+	CutReadError     = "read_error"
+)
 
 // Result is the answer of a successful request: the upstream response and
 // the trail of targets tried on the way.
@@ -128,6 +167,7 @@ type Router struct {
 	stats      statsTable
 	states     sync.Pool // *reqState
 	log        *slog.Logger
+	remote     remoteSlots // the slots of Config.Slots held now
 }
 
 // reqState is the state of one request, reused across requests: what the
@@ -149,7 +189,9 @@ type reqState struct {
 	waitLeft  time.Duration // cooldown-wait budget left
 	last      *failure      // the latest failure, nil before any
 	share     queue.Grant   // a ConnectionSlotter's slot, taken once
+	slotWait  time.Duration // the wait for share, given to the next attempt's QueueWait
 	ordered   bool          // the strategy has ordered once
+	reopen    int           // early stream recoveries left for the target tried now
 
 	all      []*Target
 	eligible []*Target
@@ -283,8 +325,10 @@ func (r *Router) connectionSlot(ctx context.Context, st *reqState) (queue.Grant,
 	if t.Connection == "" || t.MaxConcurrent <= 0 {
 		return queue.Grant{}, nil
 	}
+	start := r.now()
 	g, err := q.AcquireMany(ctx, []queue.Need{{Key: cs.ConnectionSlot(t), Cap: t.MaxConcurrent}},
 		queue.ManyOptions{Timeout: st.set.QueueTimeout, MaxQueue: st.set.QueueDepth, FailOpen: true})
+	st.slotWait = r.now().Sub(start)
 	if err != nil {
 		return queue.Grant{}, err
 	}
@@ -310,14 +354,42 @@ func (r *Router) connectionSlot(ctx context.Context, st *reqState) (queue.Grant,
 // target failed, one of them naming exhausted funds or credits, a request without tools is sent
 // once more to the emergency target (see [EmergencyFallback]).
 func (r *Router) Do(ctx context.Context, req Request, send SendFunc) (*Result, error) {
+	var start time.Time
+	if r.cfg.OnRequest != nil || (req.deadline.IsZero() && req.Combo != nil) {
+		start = r.now()
+	}
 	if req.deadline.IsZero() && req.Combo != nil {
-		req.deadline = r.now().Add(req.Combo.Settings.requestTimeout())
+		req.deadline = start.Add(req.Combo.Settings.requestTimeout())
 	}
 	res, err := r.dispatch(ctx, req, send)
 	if err != nil && r.cfg.Emergency != nil {
-		return r.emergency(ctx, req, send, res, err)
+		res, err = r.emergency(ctx, req, send, res, err)
+	}
+	if r.cfg.OnRequest != nil {
+		r.requestEnd(ctx, &req, res, err, start)
 	}
 	return res, err
+}
+
+// requestEnd tells Config.OnRequest how a request ended.
+func (r *Router) requestEnd(ctx context.Context, req *Request, res *Result, err error, start time.Time) {
+	e := RequestEnd{Context: ctx, Err: err, Start: start}
+	if req.Combo != nil {
+		e.Combo = req.Combo.Name
+	}
+	if res != nil {
+		e.Attempts, e.Excluded = res.Attempts, res.Excluded
+	}
+	if ce, ok := errors.AsType[*Error](err); ok {
+		if len(ce.Attempts) > 0 {
+			e.Attempts = ce.Attempts
+		}
+		if len(ce.Excluded) > 0 {
+			e.Excluded = ce.Excluded
+		}
+	}
+	e.Duration = r.now().Sub(start)
+	r.cfg.OnRequest(e)
 }
 
 // dispatch is Do without the emergency fallback. Each pass screens the
@@ -338,20 +410,23 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 	}
 	st := r.getState(ctx, &req, c.Settings.norm(), strat, send)
 	defer r.putState(st)
+	now := r.now()
 	st.deadline = req.deadline
 	if st.deadline.IsZero() {
-		st.deadline = r.now().Add(st.set.RequestTimeout)
+		st.deadline = now.Add(st.set.RequestTimeout)
 	}
 	for i := range c.Targets {
 		st.all = append(st.all, &c.Targets[i])
 	}
-	if err := r.checkLease(&req, st, r.now()); err != nil {
+	if err := r.checkLease(&req, st, now); err != nil {
 		return &Result{}, err
 	}
 	st.res = &Result{}
 	defer func() { st.share.Release() }()
-	for {
-		now := r.now()
+	for pass := 0; ; pass++ {
+		if pass > 0 {
+			now = r.now()
+		}
 		if !now.Before(st.deadline) {
 			return st.res, r.requestTimedOut(st)
 		}
@@ -403,14 +478,15 @@ func (r *Router) round(ctx context.Context, st *reqState) (done bool, err error)
 		if st.budget == 0 {
 			break
 		}
-		if !r.now().Before(st.deadline) {
+		now := r.now()
+		if !now.Before(st.deadline) {
 			return true, r.requestTimedOut(st)
 		}
 		st.tried = append(st.tried, keyOf(t))
-		if r.refusedAtDispatch(t, st) {
+		if r.refusedAtDispatch(t, st, now) {
 			continue
 		}
-		resp, fail, err := r.tryTarget(ctx, t, st)
+		resp, fail, err := r.tryTarget(ctx, t, st, now)
 		switch {
 		case err == ErrRequestTimeout: //nolint:errorlint // the attempt's own marker, never wrapped
 			return true, r.requestTimedOut(st)
@@ -434,31 +510,37 @@ func (r *Router) round(ctx context.Context, st *reqState) (done bool, err error)
 
 // refusedAtDispatch asks the layers about t once more, right before its
 // attempt: a target refused now is recorded as skipped.
-func (r *Router) refusedAtDispatch(t *Target, st *reqState) bool {
+func (r *Router) refusedAtDispatch(t *Target, st *reqState, now time.Time) bool {
 	var x Exclusion
-	if !r.exclusion(t, st.req, st, r.now(), &x) {
+	if !r.exclusion(t, st.req, st, now, &x) {
 		return false
 	}
 	st.explain(&x)
 	st.skipped = append(st.skipped, x)
 	st.res.Attempts = append(st.res.Attempts, Attempt{Target: *t, Outcome: OutcomeSkipped,
-		Reason: x.Reason, Code: x.Detail, Start: r.now()})
+		Reason: x.Reason, Code: x.Detail, Start: now})
 	return true
 }
 
 // tryTarget sends the request to t, and again to t after a transport
 // failure while same-target retries are left. Every send counts against the
 // budget; an attempt skipped at admission gives its count back.
-func (r *Router) tryTarget(ctx context.Context, t *Target, st *reqState) (*http.Response, *failure, error) {
+func (r *Router) tryTarget(ctx context.Context, t *Target, st *reqState, now time.Time) (*http.Response, *failure, error) {
 	st.budget--
 	st.attempted++
-	resp, fail, err := r.attempt(ctx, t, st, r.canRetry(ctx, st, 0))
+	if st.set.StreamRecovery.Early {
+		st.reopen = 1
+	}
+	resp, fail, err := r.attempt(ctx, t, st, r.canRetry(ctx, st, 0, now), now)
 	for retries := 1; err == nil && fail != nil && fail.retrySame; retries++ {
-		if err = sleep(ctx, st.set.retryDelay()); err != nil {
+		if fail.reopen {
+			retries-- // an early stream recovery: at once, and not a transport retry
+		} else if err = sleep(ctx, st.set.retryDelay()); err != nil {
 			break
 		}
 		st.budget--
-		resp, fail, err = r.attempt(ctx, t, st, r.canRetry(ctx, st, retries))
+		now = r.now()
+		resp, fail, err = r.attempt(ctx, t, st, r.canRetry(ctx, st, retries, now), now)
 	}
 	if err == nil && resp == nil && fail == nil {
 		st.budget++
@@ -546,6 +628,7 @@ type failure struct {
 	Error
 	fallback  bool // worth trying another target
 	retrySame bool // a transport failure to send to the same target again
+	reopen    bool // with retrySame: a stream reopened by early recovery
 }
 
 // codeRetrySameTarget is the Attempt.Code of a transport failure that the
@@ -556,12 +639,12 @@ const codeRetrySameTarget = "retry_same_target"
 // to the same target again: a retry is left (retries were made so far), the
 // attempt budget has room, and the pause ends before ctx's deadline and the
 // request's.
-func (r *Router) canRetry(ctx context.Context, st *reqState, retries int) bool {
+func (r *Router) canRetry(ctx context.Context, st *reqState, retries int, now time.Time) bool {
 	set := st.set
 	if retries >= set.maxRetries() || st.budget <= 0 {
 		return false
 	}
-	end := r.now().Add(set.retryDelay())
+	end := now.Add(set.retryDelay())
 	if !end.Before(st.deadline) {
 		return false
 	}
@@ -612,6 +695,18 @@ type run struct {
 	timer      *time.Timer
 	timedOut   atomic.Bool // set by the timer's goroutine
 	byDeadline bool        // the timer runs to the request's deadline
+
+	// The trail entry's timings (see Attempt), since start.
+	queueWait, firstByte, firstOutput time.Duration
+	useful                            int64
+	cut                               string
+}
+
+// timing fills at's timings from the attempt and returns it.
+func (a *run) timing(at Attempt) Attempt {
+	at.QueueWait, at.FirstByte, at.FirstOutput = a.queueWait, a.firstByte, a.firstOutput
+	at.UsefulBytes, at.Cut = a.useful, a.cut
+	return at
 }
 
 // stop ends the attempt's timeout and context.
@@ -634,7 +729,8 @@ func (a *run) untilDeadline(left time.Duration) {
 	}
 }
 
-// attempt runs one dispatch to t. It returns the response on success, the
+// attempt runs one dispatch to t, begun at start (the caller's reading of
+// the clock). It returns the response on success, the
 // classified failure otherwise, nothing when a layer refused the target at
 // admission, or an error when the caller's context ended or the request's
 // lease is no longer valid.
@@ -643,23 +739,32 @@ func (a *run) untilDeadline(left time.Duration) {
 // ctx nor of the attempt's timeout) is reported to no layer: attempt
 // returns a failure with retrySame set, and the caller sends to the same
 // target again after Settings.RetryDelay.
-func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry bool) (*http.Response, *failure, error) {
-	start := r.now()
+func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry bool, start time.Time) (*http.Response, *failure, error) {
 	h, skip, err := r.begin(ctx, t, st)
 	if err != nil {
 		return nil, nil, err
 	}
+	var held *heldSlot
+	if skip == nil {
+		if held, skip, err = r.takeSlot(ctx, t, h); err != nil {
+			return nil, nil, err
+		}
+	}
+	admitted := r.now()
+	queueWait := admitted.Sub(start) + st.slotWait
+	st.slotWait = 0
 	if skip != nil {
 		st.skipped = append(st.skipped, *skip)
-		r.record(st, t, Attempt{Target: *t, Outcome: OutcomeSkipped, Reason: skip.Reason, Code: skip.Detail, Start: start})
+		r.record(st, t, Attempt{Target: *t, Outcome: OutcomeSkipped, Reason: skip.Reason, Code: skip.Detail, Start: start,
+			QueueWait: queueWait})
 		return nil, nil, nil
 	}
-	left := st.deadline.Sub(r.now()) // after the admission waits
+	left := st.deadline.Sub(admitted) // after the admission waits
 	if left <= 0 {
 		h.abandon()
 		return nil, nil, ErrRequestTimeout
 	}
-	a := &run{t: t, h: h, ts: r.stats.get(t), start: start}
+	a := &run{t: t, h: h, ts: r.stats.get(t), start: start, queueWait: queueWait}
 	a.ts.requests.Add(1)
 	a.ts.inFlight.Add(1)
 
@@ -668,6 +773,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry boo
 	// request's deadline bounds it in any case.
 	actx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
+	held.setCancel(cancel)
 	d := st.set.TargetTimeout
 	if left < d {
 		d, a.byDeadline = left, true
@@ -681,6 +787,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry boo
 	if sendErr != nil {
 		return r.sendFailed(ctx, actx, st, a, sendErr, retry)
 	}
+	a.firstByte = r.now().Sub(start)
 	if resp.StatusCode >= 400 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
@@ -704,8 +811,8 @@ func (r *Router) sendFailed(ctx, actx context.Context, st *reqState, a *run, sen
 		a.stop()
 		a.ts.inFlight.Add(-1)
 		a.h.abandon()
-		r.record(st, a.t, Attempt{Target: *a.t, Outcome: OutcomeFailed, Code: codeRetrySameTarget, Err: sendErr,
-			Start: a.start, Duration: r.now().Sub(a.start)})
+		r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeFailed, Code: codeRetrySameTarget, Err: sendErr,
+			Start: a.start, Duration: r.now().Sub(a.start)}))
 		return nil, &failure{retrySame: true}, nil
 	}
 	status := http.StatusBadGateway
@@ -723,7 +830,7 @@ func (r *Router) abandoned(st *reqState, a *run, err error) (*http.Response, *fa
 	a.stop()
 	a.ts.inFlight.Add(-1)
 	a.h.abandon()
-	at := Attempt{Target: *a.t, Outcome: OutcomeFailed, Err: err, Start: a.start, Duration: r.now().Sub(a.start)}
+	at := a.timing(Attempt{Target: *a.t, Outcome: OutcomeFailed, Err: err, Start: a.start, Duration: r.now().Sub(a.start)})
 	if err == ErrRequestTimeout { //nolint:errorlint // the router's own value
 		at.Status, at.Code = http.StatusGatewayTimeout, reasonRequestTimeout
 	}
@@ -738,8 +845,8 @@ func (r *Router) failed(ctx context.Context, st *reqState, a *run, f *failure) (
 	a.ts.inFlight.Add(-1)
 	a.ts.failures.Add(1)
 	now := r.now()
-	r.record(st, a.t, Attempt{Target: *a.t, Outcome: OutcomeFailed, Status: f.Status, Code: f.Reason,
-		Err: f.Err, Start: a.start, Duration: now.Sub(a.start)})
+	r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeFailed, Status: f.Status, Code: f.Reason,
+		Err: f.Err, Start: a.start, Duration: now.Sub(a.start)}))
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
 	}
@@ -761,6 +868,9 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 		if f == deadlineCut {
 			return r.abandoned(st, a, ErrRequestTimeout)
 		}
+		if f != nil && f.reopen {
+			return r.reopened(st, a, f)
+		}
 		if f != nil {
 			if a.timedOut.Load() {
 				r.evictPin(st.req, a.t)
@@ -772,6 +882,9 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 		fb.up, fb.c = body, body
 		if resp.ContentLength > 0 {
 			fb.left = resp.ContentLength - int64(len(prefix))
+		}
+		if st.midStream() {
+			r.resumable(fb, st, a, prefix, body, resp.ContentLength)
 		}
 	case hasNoBody(resp):
 		a.timer.Stop()
@@ -795,8 +908,8 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 	now := r.now()
 	r.succeed(a.t, st.req, a.h, now)
 	a.ts.success(now.Sub(a.start), now)
-	r.record(st, a.t, Attempt{Target: *a.t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,
-		Start: a.start, Duration: now.Sub(a.start)})
+	r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,
+		Start: a.start, Duration: now.Sub(a.start)}))
 	return resp, nil, nil
 }
 

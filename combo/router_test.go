@@ -987,7 +987,8 @@ func TestSettingsNormalize(t *testing.T) {
 	}
 	base := func(timeout time.Duration, cw combo.CooldownWait) combo.Settings {
 		return combo.Settings{MaxAttempts: 30, TargetTimeout: timeout, RequestTimeout: 10 * time.Minute, ConcurrencyPerModel: 3, QueueTimeout: 30 * s,
-			QueueDepth: 20, MaxRetries: new(1), RetryDelay: new(2 * s), CooldownWait: cw}
+			QueueDepth: 20, MaxRetries: new(1), RetryDelay: new(2 * s), CooldownWait: cw,
+			StreamRecovery: combo.StreamRecovery{MaxContinuations: 1}}
 	}
 	off := func(cw combo.CooldownWait) combo.CooldownWait { cw.Disabled = true; return cw }
 	tests := []struct {

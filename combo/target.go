@@ -106,6 +106,10 @@ type Settings struct {
 	RetryDelay *time.Duration
 	// CooldownWait waits out a short transient lockout instead of failing.
 	CooldownWait CooldownWait
+	// StreamRecovery is the opt-in recovery of streamed answers: early
+	// recovery before commit and mid-stream continuation after it. The
+	// zero value turns both off.
+	StreamRecovery StreamRecovery
 }
 
 // Defaults of [Settings].
@@ -140,6 +144,7 @@ func (s Settings) Normalize() Settings {
 	n.MaxRetries = new(n.maxRetries())
 	n.RetryDelay = new(n.retryDelay())
 	n.CooldownWait = n.CooldownWait.Normalize()
+	n.StreamRecovery = n.StreamRecovery.Normalize()
 	return n
 }
 

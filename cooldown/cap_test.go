@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/routeguard/routeguard/internal/heap"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -39,7 +40,7 @@ func TestMaxTerminalDropsOldestTerminal(t *testing.T) {
 	require.Len(t, gone, 4)
 	for i, e := range gone {
 		assert.Equal(t, Event{Conn: fmt.Sprintf("t%02d", i), At: t0.Add(time.Duration(16+i) * time.Second),
-			Action: Dropped, State: Available, From: Banned, Removed: true}, e)
+			Action: Dropped, State: Available, From: Banned, Removed: true, Cause: causeMaxTerminal}, e)
 		assert.Equal(t, Available, tr.StatusAt(e.Conn, t0).State)
 	}
 	for i := 4; i < 20; i++ {
@@ -260,7 +261,7 @@ func TestCapsMatchScanModel(t *testing.T) {
 				at, ok := tr.idleAt(&e)
 				for _, d := range []time.Duration{-time.Hour, -1, 0, 1, time.Hour} {
 					probe := now.Add(d)
-					require.Equal(t, tr.idle(&e, probe), ok && at <= stamp(probe), "idleAt of %s at %v", c, d)
+					require.Equal(t, tr.idle(&e, probe), ok && at <= heap.Stamp(probe), "idleAt of %s at %v", c, d)
 				}
 			}
 		}

@@ -176,7 +176,9 @@ type Config struct {
 	// written, and reports it to OnChange as an [Event] with Action
 	// [Dropped], From its terminal state and Removed set: the next request
 	// through that connection finds it available and learns its state
-	// again from the upstream. Other stores do not apply it.
+	// again from the upstream. The event's Cause is "max_terminal". A
+	// Store that implements [Sweeper] keeps it by sweeps, as it keeps
+	// MaxEntries; other stores do not apply it.
 	MaxTerminal int
 
 	// Store holds the state. Nil means a new store from [NewMemoryStore].

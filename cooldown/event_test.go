@@ -104,7 +104,7 @@ func TestPruneAndEvictionReportRemoved(t *testing.T) {
 	first := -1
 	for i, e := range *events {
 		if e.Removed {
-			assert.Equal(t, Event{Conn: e.Conn, At: later, Action: Dropped, State: Available, From: Available, Removed: true}, e)
+			assert.Equal(t, Event{Conn: e.Conn, At: later, Action: Dropped, State: Available, From: Available, Removed: true, Cause: causeIdle}, e)
 			assert.False(t, pruned[e.Conn], "%s reported twice", e.Conn)
 			pruned[e.Conn] = true
 			if first < 0 {
@@ -132,7 +132,7 @@ func TestPruneAndEvictionReportRemoved(t *testing.T) {
 	require.Len(t, evicted, 17-16*9/10)
 	got := map[string]bool{}
 	for _, e := range evicted {
-		assert.Equal(t, Event{Conn: e.Conn, At: t0, Action: Dropped, State: Available, From: Cooling, Removed: true}, e)
+		assert.Equal(t, Event{Conn: e.Conn, At: t0, Action: Dropped, State: Available, From: Cooling, Removed: true, Cause: causeMaxEntries}, e)
 		assert.Equal(t, Status{}, tr.StatusAt(e.Conn, t0))
 		got[e.Conn] = true
 	}

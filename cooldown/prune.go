@@ -3,6 +3,8 @@ package cooldown
 import (
 	"slices"
 	"time"
+
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 const (
@@ -35,12 +37,12 @@ func (t *Tracker) idleAt(e *Entry) (int64, bool) {
 		(e.State == CreditsExhausted && e.Until.IsZero()) {
 		return 0, false
 	}
-	at := max(stamp(e.Until), stamp(e.StreakUntil))
+	at := max(heap.Stamp(e.Until), heap.Stamp(e.StreakUntil))
 	if e.Streak > 0 {
-		at = max(at, stamp(e.StreakLast.Add(t.cfg.RequestRejectedMemory)))
+		at = max(at, heap.Stamp(e.StreakLast.Add(t.cfg.RequestRejectedMemory)))
 	}
 	if !e.EgressSeen.IsZero() {
-		at = max(at, stamp(e.EgressSeen.Add(t.cfg.EgressWindow)))
+		at = max(at, heap.Stamp(e.EgressSeen.Add(t.cfg.EgressWindow)))
 	}
 	return at, true
 }
@@ -69,7 +71,8 @@ func (t *Tracker) afterWrite(conn string, now time.Time, evicted []Event) {
 	}
 	n := t.sinceSweep.Add(1)
 	size := t.sweeper.Len()
-	over := size > t.cfg.MaxEntries && n >= capSweepInterval
+	swept := int(t.swept.Load())
+	over := size > max(t.cfg.MaxEntries, swept+max(t.cfg.MaxEntries, swept)/10) && n >= capSweepInterval
 	if !over && n < max(minSweepInterval, int64(size)) {
 		return
 	}
@@ -78,35 +81,64 @@ func (t *Tracker) afterWrite(conn string, now time.Time, evicted []Event) {
 	}
 	t.sinceSweep.Store(0)
 	gone := t.sweep(now, conn)
+	t.swept.Store(int64(t.sweeper.Len()))
 	t.sweeping.Store(false)
 	for _, ev := range gone {
 		t.emit(ev)
 	}
 }
 
-// sweep drops idle entries and, when the store is still over the cap,
-// evicts available entries, then the cooling entries that end first.
-// Terminal entries are never evicted, nor is keep, the connection whose
-// write caused the sweep: that write has just reported its state. It returns
-// the events of the entries it dropped when OnChange is set.
+// sweep drops idle entries; when more than MaxTerminal entries are
+// terminal, the ones that became terminal first; and when more than
+// MaxEntries entries are not terminal, available entries, then the cooling
+// entries that end first. It never drops keep, the connection whose write
+// caused the sweep: that write has just reported its state. It returns the
+// events of the entries it dropped when OnChange is set.
 func (t *Tracker) sweep(now time.Time, keep string) (gone []Event) {
 	// note records a dropped entry; drop callbacks run one at a time.
-	note := func(conn string, e *Entry) bool {
+	note := func(conn string, e *Entry, cause string) bool {
 		if t.cfg.OnChange != nil {
-			gone = append(gone, dropped(conn, e.Options.Provider, e.status(now).State, now))
+			gone = append(gone, dropped(conn, e.Options.Provider, e.status(now).State, now, cause))
 		}
 		return true
 	}
-	t.sweeper.Sweep(func(conn string, e *Entry) bool { return t.idle(e, now) && note(conn, e) })
-	over := t.sweeper.Len() - t.cfg.MaxEntries
+	// Terminal entries count against MaxTerminal alone.
+	var terminal []time.Time
+	terms := 0
+	t.sweeper.Sweep(func(conn string, e *Entry) bool {
+		if t.idle(e, now) {
+			return note(conn, e, causeIdle)
+		}
+		if e.State.Terminal() {
+			terms++
+			if conn != keep {
+				terminal = append(terminal, e.TerminalAt)
+			}
+		}
+		return false
+	})
+	if over := min(terms-t.cfg.MaxTerminal, len(terminal)); over > 0 {
+		terms -= over
+		// The terminal entries that became terminal first go.
+		slices.SortFunc(terminal, func(a, b time.Time) int { return a.Compare(b) })
+		cut := terminal[over-1]
+		t.sweeper.Sweep(func(conn string, e *Entry) bool {
+			if !e.State.Terminal() || conn == keep || e.TerminalAt.After(cut) || over == 0 {
+				return false
+			}
+			over--
+			return note(conn, e, causeMaxTerminal)
+		})
+	}
+	over := t.sweeper.Len() - terms - t.cfg.MaxEntries
 	if over <= 0 {
 		return gone
 	}
 	t.sweeper.Sweep(func(conn string, e *Entry) bool {
-		return e.State == Available && !now.Before(e.Until) && conn != keep && note(conn, e)
+		return e.State == Available && !now.Before(e.Until) && conn != keep && note(conn, e, causeMaxEntries)
 	})
 	// Leave a tenth of the cap free so the next writes do not sweep again.
-	over = t.sweeper.Len() - t.cfg.MaxEntries*9/10
+	over = t.sweeper.Len() - terms - t.cfg.MaxEntries*9/10
 	if over <= 0 {
 		return gone
 	}
@@ -129,7 +161,7 @@ func (t *Tracker) sweep(now time.Time, keep string) (gone []Event) {
 			return false
 		}
 		over--
-		return note(conn, e)
+		return note(conn, e, causeMaxEntries)
 	})
 	return gone
 }

@@ -348,7 +348,23 @@ type Event struct {
 	// a success, clear or reset that leaves nothing to keep removes it
 	// too). The status after a removal is available at level 0.
 	Removed bool
+	// Cause says why the Tracker dropped the entry on its own (Action
+	// [Dropped]): "idle" (the entry carried no information any more, see
+	// the package doc), "max_entries" (evicted to keep [Config.MaxEntries])
+	// or "max_terminal" (a terminal entry evicted to keep
+	// [Config.MaxTerminal]: the connection's terminal state is forgotten,
+	// and the next request through it learns it again from the upstream).
+	// It is empty for every other event, and for a drop a call asked for
+	// ([Tracker.ForgetAt], [Tracker.RegisterAt]).
+	Cause string
 }
+
+// The causes of a drop the Tracker made on its own (Event.Cause).
+const (
+	causeIdle        = "idle"
+	causeMaxEntries  = "max_entries"
+	causeMaxTerminal = "max_terminal"
+)
 
 // event returns the event of a change of conn to the status to.
 func event(conn, provider string, a Action, from State, to Status, now time.Time) Event {

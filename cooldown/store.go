@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 // Store holds the [Entry] of every tracked connection. Implementations must
@@ -57,7 +59,7 @@ type memoryStore struct {
 	// idle holds the entries that become idle at their key (see
 	// [Tracker.idleAt]), avail the entries whose State is Available by
 	// Until, term the terminal entries by TerminalAt. Guarded by wmu.
-	idle, avail, term minHeap[slot]
+	idle, avail, term heap.Min[slot]
 	// spare holds the slots of entries dropped for the caps, for the next
 	// new entries, so that a store at its cap allocates no slot; at most
 	// what one eviction drops. Guarded by wmu.
@@ -97,7 +99,7 @@ func NewMemoryStore() Store {
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*slot)
 	}
-	s.idle.pos, s.avail.pos, s.term.pos = idlePos, availPos, termPos
+	s.idle.Pos, s.avail.Pos, s.term.Pos = idlePos, availPos, termPos
 	return s
 }
 
@@ -209,12 +211,12 @@ func (s *memoryStore) indexLocked(p *slot) {
 		s.idle.Remove(p)
 	}
 	if e.State == Available {
-		s.avail.Set(p, stamp(e.Until))
+		s.avail.Set(p, heap.Stamp(e.Until))
 	} else {
 		s.avail.Remove(p)
 	}
 	if e.State.Terminal() {
-		s.term.Set(p, stamp(e.TerminalAt))
+		s.term.Set(p, heap.Stamp(e.TerminalAt))
 	} else {
 		s.term.Remove(p)
 	}
@@ -228,7 +230,7 @@ func (s *memoryStore) unindexLocked(p *slot) {
 
 // dropLocked deletes p's entry for the caps or the idle prune and appends
 // its event when the Tracker has a hook. s.wmu is held.
-func (s *memoryStore) dropLocked(p *slot, now time.Time, evs []Event) []Event {
+func (s *memoryStore) dropLocked(p *slot, now time.Time, cause string, evs []Event) []Event {
 	sh := s.shard(p.conn)
 	sh.mu.Lock()
 	if sh.m[p.conn] == p {
@@ -238,7 +240,7 @@ func (s *memoryStore) dropLocked(p *slot, now time.Time, evs []Event) []Event {
 	sh.mu.Unlock()
 	s.unindexLocked(p)
 	if s.t.cfg.OnChange != nil {
-		evs = append(evs, dropped(p.conn, p.Options.Provider, p.status(now).State, now))
+		evs = append(evs, dropped(p.conn, p.Options.Provider, p.status(now).State, now, cause))
 	}
 	if len(s.spare) <= s.t.cfg.MaxEntries/10 {
 		*p = slot{} // no reader holds it: it left the map under the shard lock
@@ -248,7 +250,7 @@ func (s *memoryStore) dropLocked(p *slot, now time.Time, evs []Event) []Event {
 }
 
 // topExcept returns the least entry of h other than keep's, or nil.
-func topExcept(h *minHeap[slot], keep string) *slot {
+func topExcept(h *heap.Min[slot], keep string) *slot {
 	p, k := h.Top()
 	if p == nil || p.conn != keep {
 		return p
@@ -279,14 +281,14 @@ func (s *memoryStore) capLocked(keep string, now time.Time) []Event {
 	}
 	if live() > t.cfg.MaxEntries {
 		for p := topExcept(&s.avail, keep); p != nil && !now.Before(p.Until); p = topExcept(&s.avail, keep) {
-			evs = s.dropLocked(p, now, evs)
+			evs = s.dropLocked(p, now, causeMaxEntries, evs)
 		}
 		for low := t.cfg.MaxEntries * 9 / 10; live() > low; {
 			p := topExcept(&s.avail, keep)
 			if p == nil {
 				break
 			}
-			evs = s.dropLocked(p, now, evs)
+			evs = s.dropLocked(p, now, causeMaxEntries, evs)
 		}
 	}
 	for s.term.Len() > t.cfg.MaxTerminal {
@@ -294,7 +296,7 @@ func (s *memoryStore) capLocked(keep string, now time.Time) []Event {
 		if p == nil {
 			break
 		}
-		evs = s.dropLocked(p, now, evs)
+		evs = s.dropLocked(p, now, causeMaxTerminal, evs)
 	}
 	return evs
 }
@@ -312,8 +314,8 @@ func (s *memoryStore) pruneIdle(now time.Time) []Event {
 // pruneIdleLocked drops the idle entries, which are on top of the idle
 // heap. s.wmu is held.
 func (s *memoryStore) pruneIdleLocked(now time.Time, evs []Event) []Event {
-	for p, at := s.idle.Top(); p != nil && at <= stamp(now) && s.t.idle(&p.Entry, now); p, at = s.idle.Top() {
-		evs = s.dropLocked(p, now, evs)
+	for p, at := s.idle.Top(); p != nil && at <= heap.Stamp(now) && s.t.idle(&p.Entry, now); p, at = s.idle.Top() {
+		evs = s.dropLocked(p, now, causeIdle, evs)
 	}
 	return evs
 }

@@ -28,7 +28,14 @@ type Tracker struct {
 	mem     *memoryStore // the store when it is the in-memory one, for the hot path
 
 	sinceSweep atomic.Int64
-	sweeping   atomic.Bool
+	// swept is the number of entries the last sweep of a Sweeper store
+	// left; the next sweep for the cap waits until a tenth of MaxEntries
+	// (or of swept, when larger) more were written, so that terminal
+	// entries that keep the store over MaxEntries do not make every few
+	// writes sweep it: a sweep visits the store a few times, once every
+	// tenth of its size in writes, O(1) amortised.
+	swept    atomic.Int64
+	sweeping atomic.Bool
 }
 
 // New returns a Tracker configured by cfg.Normalize().
@@ -62,7 +69,7 @@ func (t *Tracker) RegisterAt(conn string, o Options, now time.Time) {
 		return kept
 	})
 	if found && !kept {
-		t.emit(dropped(conn, provider, from, now))
+		t.emit(dropped(conn, provider, from, now, ""))
 	}
 	t.afterWrite(conn, now, evicted)
 }
@@ -79,14 +86,14 @@ func (t *Tracker) ForgetAt(conn string, now time.Time) {
 		return false
 	})
 	if found {
-		t.emit(dropped(conn, provider, from, now))
+		t.emit(dropped(conn, provider, from, now, ""))
 	}
 	t.emitAll(evicted)
 }
 
-// dropped returns the event of the removal of conn's entry.
-func dropped(conn, provider string, from State, now time.Time) Event {
-	return Event{Conn: conn, Provider: provider, At: now, Action: Dropped, From: from, Removed: true}
+// dropped returns the event of the removal of conn's entry for cause.
+func dropped(conn, provider string, from State, now time.Time, cause string) Event {
+	return Event{Conn: conn, Provider: provider, At: now, Action: Dropped, From: from, Removed: true, Cause: cause}
 }
 
 // Status is shorthand for StatusAt(conn, time.Now()).
@@ -150,31 +157,34 @@ func (t *Tracker) FailAt(conn string, f Failure, now time.Time) Result {
 			return r
 		}
 	}
-	var (
+	// One variable holds what the write learns, so that the closure (which
+	// the store may keep) moves one object to the heap, not six.
+	var w struct {
 		res         Result
 		from        Status
 		provider    string
 		egressIP    string
 		found, kept bool
-	)
+	}
 	evicted := t.write(conn, now, func(e *Entry, ok bool) bool {
-		found = ok
-		from = e.status(now)
-		provider = e.Options.Provider
-		if t.fail(e, f, now, from, &res) && within(e.EgressSeen, now, t.cfg.EgressWindow) {
-			egressIP = e.EgressIP
+		w.found = ok
+		w.from = e.status(now)
+		w.provider = e.Options.Provider
+		if t.fail(e, f, now, w.from, &w.res) && within(e.EgressSeen, now, t.cfg.EgressWindow) {
+			w.egressIP = e.EgressIP
 		}
-		kept = !t.idle(e, now)
-		return kept
+		w.kept = !t.idle(e, now)
+		return w.kept
 	})
-	if removed := found && !kept; removed || !sameStatus(from, res.Status) {
-		ev := event(conn, provider, res.Action, from.State, res.Status, now)
+	res := w.res
+	if removed := w.found && !w.kept; removed || !sameStatus(w.from, res.Status) {
+		ev := event(conn, w.provider, res.Action, w.from.State, res.Status, now)
 		ev.Removed = removed
 		t.emit(ev)
 	}
 	t.afterWrite(conn, now, evicted)
-	if egressIP != "" {
-		res.Egress = t.egressLock(conn, egressIP, f, res.Status.Until, now)
+	if w.egressIP != "" {
+		res.Egress = t.egressLock(conn, w.egressIP, f, res.Status.Until, now)
 	}
 	return res
 }

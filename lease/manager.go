@@ -31,10 +31,13 @@ func New(c Config) *Manager {
 	return m
 }
 
-// heldChecker is the in-memory store's shortcut for HeldAt: it answers
-// without copying a whole Lease.
+// heldChecker is the optional shortcut for HeldAt: a Store that also has
+// a method HeldUntil(connection string, now time.Time) (time.Time, bool),
+// answering as Occupant would but with the lease's expiry only and from
+// memory, lets HeldAt skip copying a whole Lease. The in-memory store has
+// it; so may a persistent store that mirrors its active leases.
 type heldChecker interface {
-	heldUntil(connection string, now time.Time) (time.Time, bool)
+	HeldUntil(connection string, now time.Time) (time.Time, bool)
 }
 
 func (m *Manager) emit(e Event) {
@@ -194,7 +197,7 @@ func (m *Manager) HeldAt(ctx context.Context, connection string, now time.Time) 
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, false, err
 		}
-		until, held = m.held.heldUntil(connection, now)
+		until, held = m.held.HeldUntil(connection, now)
 		return until, held, nil
 	}
 	l, ok, err := m.store.Occupant(ctx, connection, now)

@@ -363,9 +363,9 @@ func (s *memoryStore) Occupant(ctx context.Context, connection string, now time.
 	return rec.active, true, nil
 }
 
-// heldUntil is Occupant for HeldAt: the expiry of connection's live lease,
+// HeldUntil is Occupant for HeldAt: the expiry of connection's live lease,
 // if any, without copying the lease.
-func (s *memoryStore) heldUntil(connection string, now time.Time) (time.Time, bool) {
+func (s *memoryStore) HeldUntil(connection string, now time.Time) (time.Time, bool) {
 	if s.nheld.Load() == 0 {
 		return time.Time{}, false
 	}

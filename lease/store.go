@@ -71,7 +71,10 @@ type Store interface {
 	Owned(ctx context.Context, owner OwnerHash, now time.Time) (Lease, bool, error)
 
 	// Occupant returns the active, unexpired lease on connection. It
-	// changes nothing and should not allocate.
+	// changes nothing and should not allocate. A store that can answer
+	// from memory may also have HeldUntil(connection, now) (time.Time,
+	// bool), the expiry of that lease; Manager.HeldAt, which the router
+	// asks for every candidate connection, then uses it instead.
 	Occupant(ctx context.Context, connection string, now time.Time) (Lease, bool, error)
 
 	// Reconcile ends every active lease that has expired at now and

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 type modelEntry struct {
@@ -96,7 +98,7 @@ func TestEvictionMatchesScanModel(t *testing.T) {
 						}
 					}
 					slices.SortFunc(vs, func(a, b modelEntry) int {
-						return cmp.Or(cmp.Compare(stamp(a.retain), stamp(b.retain)),
+						return cmp.Or(cmp.Compare(heap.Stamp(a.retain), heap.Stamp(b.retain)),
 							cmp.Compare(a.e.provider, b.e.provider), cmp.Compare(a.e.connection, b.e.connection),
 							cmp.Compare(a.e.name, b.e.name), cmpBool(a.e.exact, b.e.exact))
 					})

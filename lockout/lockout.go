@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 const (
@@ -65,7 +67,7 @@ type shard struct {
 	// (their retainUntil under keyed, the configuration the keys were
 	// computed with), soonest first; guarded by mu. Sweeps and the cap
 	// take their victims from its top.
-	order minHeap[entry]
+	order heap.Min[entry]
 	keyed *conf
 	_     [64]byte // keep neighbouring shards off one cache line
 }
@@ -820,10 +822,10 @@ func (l *Lockout) keyLocked(sh *shard, c *conf, e *entry) {
 	if sh.keyed != c {
 		l.rekeyLocked(sh, c)
 	}
-	if sh.order.pos == nil {
-		sh.order.pos = entryPos
+	if sh.order.Pos == nil {
+		sh.order.Pos = entryPos
 	}
-	sh.order.Set(e, stamp(e.retainUntil(c)))
+	sh.order.Set(e, heap.Stamp(e.retainUntil(c)))
 }
 
 // rekeyLocked re-orders sh's entries when the configuration changed since
@@ -834,10 +836,10 @@ func (l *Lockout) rekeyLocked(sh *shard, c *conf) {
 		return
 	}
 	sh.keyed = c
-	if sh.order.pos == nil {
-		sh.order.pos = entryPos
+	if sh.order.Pos == nil {
+		sh.order.Pos = entryPos
 	}
-	sh.each(func(e *entry) { sh.order.Set(e, stamp(e.retainUntil(c))) })
+	sh.each(func(e *entry) { sh.order.Set(e, heap.Stamp(e.retainUntil(c))) })
 }
 
 // removeLocked removes e from sh. It reports whether e was present. The

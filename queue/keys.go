@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 // The keys a Queue keeps, and which of them may be dropped.
@@ -24,7 +26,7 @@ import (
 // keyBook is the Queue's bookkeeping of its gates; guarded by Queue.mu.
 type keyBook struct {
 	idleHead, idleTail *gate
-	blocked            minHeap[gate]
+	blocked            heap.Min[gate]
 	touched            []*gate // gates released (or taken without a clock) since the last sweep
 	seq                uint64  // counts pushes onto the idle list
 	busy               int     // gates whose isBusy is set
@@ -61,7 +63,7 @@ func (q *Queue) placeLocked(g *gate, now time.Time) {
 		q.keys.blocked.Remove(g) // it may stay in the idle list
 	case !g.blockedUntil.IsZero() && (now.IsZero() || g.blockedUntil.After(now)):
 		q.unlinkIdle(g)
-		q.keys.blocked.Set(g, stamp(g.blockedUntil))
+		q.keys.blocked.Set(g, heap.Stamp(g.blockedUntil))
 	default:
 		q.keys.blocked.Remove(g)
 		if g != q.keys.idleTail {

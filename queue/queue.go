@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/routeguard/routeguard/internal/heap"
 )
 
 // Queue is admission control over keys such as "provider:connection". For
@@ -186,7 +188,7 @@ func (q *Queue) gateLocked(key string, now time.Time) *gate {
 	}
 	if q.gates == nil {
 		q.gates = make(map[string]*gate)
-		q.keys.blocked = minHeap[gate]{pos: blockPos}
+		q.keys.blocked = heap.Min[gate]{Pos: blockPos}
 	}
 	ttl := q.idleTTL()
 	if now.Before(q.lastSweep) {

@@ -377,7 +377,7 @@ type ruleMatch struct {
 // drives until-midnight rules). Rules fire for any status.
 func (c *Classifier) matchRuleAt(provider string, status int, header http.Header, body []byte, now time.Time) (ruleMatch, bool) {
 	st := c.load()
-	return st.matchRule(lower(strings.TrimSpace(provider)), status, header, lower(st.bound(body)), now)
+	return st.matchRule(lower(strings.TrimSpace(provider)), status, header, hay{s: lower(st.bound(body))}, now)
 }
 
 func (st *state) bound(b []byte) string {
@@ -394,7 +394,7 @@ func (st *state) boundString(s string) string {
 	return s
 }
 
-func (st *state) matchRule(p string, status int, h http.Header, body string, now time.Time) (ruleMatch, bool) {
+func (st *state) matchRule(p string, status int, h http.Header, body hay, now time.Time) (ruleMatch, bool) {
 	for _, set := range [2][]ProviderRule{st.op[p], st.rules[p]} {
 		for i := range set {
 			if m, ok := st.match(&set[i], status, h, body, now); ok {
@@ -405,19 +405,19 @@ func (st *state) matchRule(p string, status int, h http.Header, body string, now
 	return ruleMatch{}, false
 }
 
-func (st *state) match(r *ProviderRule, status int, h http.Header, body string, now time.Time) (ruleMatch, bool) {
+func (st *state) match(r *ProviderRule, status int, h http.Header, body hay, now time.Time) (ruleMatch, bool) {
 	if len(r.Statuses) > 0 && !slices.Contains(r.Statuses, status) {
 		return ruleMatch{}, false
 	}
 	if r.literal {
-		if !slices.ContainsFunc(r.Any, func(m string) bool { return strings.Contains(body, m) }) {
+		if !slices.ContainsFunc(r.Any, func(m string) bool { return strings.Contains(body.s, m) }) {
 			return ruleMatch{}, false
 		}
-	} else if len(r.Any) > 0 && !hasAny(body, r.Any, substring) {
+	} else if len(r.Any) > 0 && !body.any(r.Any, substring) {
 		return ruleMatch{}, false
 	}
 	for _, s := range r.All {
-		if !has(body, s, substring) {
+		if !body.has(s, substring) {
 			return ruleMatch{}, false
 		}
 	}
@@ -438,7 +438,7 @@ func (st *state) match(r *ProviderRule, status int, h http.Header, body string, 
 	}
 	m := ruleMatch{ID: r.ID, Reason: r.Reason, Scope: r.Scope, Cooldown: r.Cooldown}
 	if r.CooldownFromReset {
-		d, ok := resetCountdown(body)
+		d, ok := resetCountdown(body.s)
 		if !ok {
 			return ruleMatch{}, false
 		}

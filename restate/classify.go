@@ -1,9 +1,13 @@
 package restate
 
 import (
+	"encoding/binary"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/routeguard/routeguard"
 )
@@ -31,7 +35,7 @@ func (c *Classifier) restate(provider string, status int, message string, body [
 	if len(rules) == 0 {
 		return passthrough(status, upstream)
 	}
-	return st.restateText(rules, status, st.haystack(message, body), upstream)
+	return st.restateText(rules, status, hay{s: st.haystack(message, body)}, upstream)
 }
 
 func passthrough(status int, upstream time.Duration) restatement {
@@ -47,12 +51,117 @@ func (st *state) haystack(message string, body []byte) string {
 	return lower(m + " " + b)
 }
 
-func (st *state) restateText(rules []RestateRule, status int, text string, upstream time.Duration) restatement {
-	if strings.TrimSpace(text) == "" {
+// haystackInto is haystack, written into sc's buffer when the text is
+// ASCII (strings.ToLower changes nothing but the letters A–Z there), with
+// the text's byte pairs set in sc. The text it returns lives in sc.buf:
+// it must not outlive sc's next use.
+func (st *state) haystackInto(sc *scratch, message string, body []byte) hay {
+	sc.pairs = pairs{}
+	b := body[:min(len(body), st.set.MaxScan)]
+	m := st.boundString(message)
+	n := len(b)
+	if m != "" {
+		n += len(m) + 1
+	}
+	if n == 0 {
+		return hay{p: &sc.pairs}
+	}
+	buf := slices.Grow(sc.buf[:0], n)
+	if m != "" {
+		buf = append(append(buf, m...), ' ')
+	}
+	buf = append(buf, b...)
+	sc.buf = buf
+	if !lowerEven(buf, &sc.pairs) {
+		// What strings.ToLower does to other text is its own.
+		sc.pairs = pairs{}
+		text := st.haystack(message, body)
+		sc.pairs.add(text)
+		return hay{s: text, p: &sc.pairs}
+	}
+	return hay{s: view(buf), p: &sc.pairs}
+}
+
+// lowerEven lower-cases the ASCII text b in place, eight bytes at a time,
+// and puts the pairs that start at even offsets of b in p (enough for
+// [pairs.mayHold]). It returns false, with b and p in no useful state,
+// when b is not ASCII.
+func lowerEven(b []byte, p *pairs) bool {
+	const (
+		ones = 0x0101010101010101
+		high = 0x80 * ones
+	)
+	var seen uint64
+	last := ^uint64(0)
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		seen |= w
+		// With every byte below 0x80 no sum carries into the next byte:
+		// a byte gets its high bit from the first sum when it is ≥ 'A',
+		// from the second when it is > 'Z'.
+		upper := (w + (0x80-'A')*ones) &^ (w + (0x80-'Z'-1)*ones) & high
+		w |= upper >> 2
+		binary.LittleEndian.PutUint64(b[i:], w)
+		if w == last {
+			continue // a run of the same eight bytes sets the same bits
+		}
+		last = w
+		for s := 0; s < 64; s += 16 {
+			k := pairBit(byte(w>>s), byte(w>>(s+8)))
+			p[k>>6] |= 1 << (k & 63)
+		}
+	}
+	for ; i < len(b); i++ {
+		seen |= uint64(b[i])
+		b[i] = lowerASCII[b[i]]
+		if i%2 == 1 {
+			k := pairBit(b[i-1], b[i])
+			p[k>>6] |= 1 << (k & 63)
+		}
+	}
+	return seen&high == 0
+}
+
+// lowerASCII maps the bytes A–Z to a–z and every other byte to itself.
+var lowerASCII = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+		if 'A' <= i && i <= 'Z' {
+			t[i] += 'a' - 'A'
+		}
+	}
+	return t
+}()
+
+// scratch holds the lower-cased text of one classification and its byte
+// pairs, reused across classifications.
+type scratch struct {
+	buf   []byte
+	pairs pairs
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledScratch is the largest text buffer kept for reuse.
+const maxPooledScratch = 64 << 10
+
+func putScratch(sc *scratch) {
+	if cap(sc.buf) <= maxPooledScratch {
+		scratchPool.Put(sc)
+	}
+}
+
+// view returns b as a string without copying; the caller must not let the
+// string outlive b's next change.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func (st *state) restateText(rules []RestateRule, status int, text hay, upstream time.Duration) restatement {
+	if strings.TrimSpace(text.s) == "" {
 		return passthrough(status, upstream)
 	}
 	for _, r := range rules {
-		if !slices.Contains(r.FromStatuses, status) || !hasAny(text, r.Markers, substring) || hasAny(text, r.Excludes, substring) {
+		if !slices.Contains(r.FromStatuses, status) || !text.any(r.Markers, substring) || text.any(r.Excludes, substring) {
 			continue
 		}
 		ra := r.DefaultRetryAfter
@@ -107,14 +216,17 @@ func (c *Classifier) Classify(r Response) Verdict { return c.ClassifyAt(r, time.
 // bad_request kind; TokenLimit for a 429 and EmptyAnswer for a 502 whose
 // text matches Signals.TokenLimit or Signals.EmptyAnswer.
 func (c *Classifier) ClassifyAt(r Response, now time.Time) Verdict {
-	st := c.load()
-	p := lower(strings.TrimSpace(r.Provider))
-	raw := st.bound(r.Body)
-	text := st.haystack(r.Message, r.Body)
-
 	if r.Status > 0 && r.Status < 400 {
 		return Verdict{Status: r.Status, FromStatus: r.Status, ClientRetryAfter: max(r.RetryAfter, 0), Mode: CooldownNone}
 	}
+	st := c.load()
+	p := lower(strings.TrimSpace(r.Provider))
+	// Neither text outlives the call: a Verdict holds no text.
+	raw := view(r.Body[:min(len(r.Body), st.set.MaxScan)])
+	sc := scratchPool.Get().(*scratch)
+	defer putScratch(sc)
+	text := st.haystackInto(sc, r.Message, r.Body)
+
 	hint := st.hint(r.Header, raw, text, now)
 	upstream := r.RetryAfter
 	if upstream <= 0 {
@@ -129,7 +241,7 @@ func (c *Classifier) ClassifyAt(r Response, now time.Time) Verdict {
 		v.Mode = CooldownNone // a rule restated a failure as a success
 		return v
 	}
-	cl := classification{st: st, r: &r, p: p, text: text, now: now}
+	cl := classification{st: st, header: r.Header, auth: r.Auth, model: r.Model, p: p, text: text, now: now}
 	if len(r.Structured) > 0 {
 		cl.structured = lower(st.bound(r.Structured))
 	}
@@ -149,31 +261,33 @@ func (cl *classification) flags(v *Verdict) {
 	v.ModelScoped = v.Scope == ScopeModel || v.Scope == ScopeExact || v.Reason == ReasonNotFound ||
 		v.Status == 404 || v.Status == 410
 	v.RequestScoped = v.Kind == kindBadRequest
-	v.TokenLimit = v.Status == 429 && hasAny(cl.text, sig.TokenLimit, substring)
-	v.EmptyAnswer = v.Status == 502 && hasAny(cl.text, sig.EmptyAnswer, substring)
+	v.TokenLimit = v.Status == 429 && cl.text.any(sig.TokenLimit, substring)
+	v.EmptyAnswer = v.Status == 502 && cl.text.any(sig.EmptyAnswer, substring)
 }
 
 type classification struct {
 	st         *state
-	r          *Response
+	header     http.Header
+	auth       routeguard.Class
+	model      string
 	p          string
-	text       string
+	text       hay
 	structured string
 	now        time.Time
 }
 
-func (cl *classification) ruleBody() string {
-	if (cl.st.fullText[cl.p] || len(cl.st.op[cl.p]) > 0) && strings.TrimSpace(cl.text) != "" {
+func (cl *classification) ruleBody() hay {
+	if (cl.st.fullText[cl.p] || len(cl.st.op[cl.p]) > 0) && strings.TrimSpace(cl.text.s) != "" {
 		return cl.text
 	}
 	if strings.TrimSpace(cl.structured) != "" {
-		return cl.structured
+		return hay{s: cl.structured}
 	}
 	return cl.text
 }
 
 func (cl *classification) rule(status int) (ruleMatch, bool) {
-	return cl.st.matchRule(cl.p, status, cl.r.Header, cl.ruleBody(), cl.now)
+	return cl.st.matchRule(cl.p, status, cl.header, cl.ruleBody(), cl.now)
 }
 
 // creditsExempt reports whether the provider's credit phrases are not
@@ -215,80 +329,80 @@ func (cl *classification) classify(v *Verdict) {
 		return
 	}
 	// 1. The gateway's own refusals.
-	if hasAny(text, sig.InternalRefusal, words) || status == 409 && hasAny(text, sig.InternalRefusal409, words) {
+	if text.any(sig.InternalRefusal, words) || status == 409 && text.any(sig.InternalRefusal409, words) {
 		set(v, false, kindInternalRefusal, ReasonInvalidBinding, CooldownNone, 0)
 		v.SkipProviderBreaker = true
 		return
 	}
-	auth := cl.r.Auth
-	useQuota := status != 429 || auth == routeguard.OAuth || auth == routeguard.Unknown || hasAny(text, sig.LongPeriod, substring)
+	auth := cl.auth
+	useQuota := status != 429 || auth == routeguard.OAuth || auth == routeguard.Unknown || text.any(sig.LongPeriod, substring)
 	hint := v.Hint
 
 	// 2. Body text checks.
-	if strings.TrimSpace(text) != "" {
+	if strings.TrimSpace(text.s) != "" {
 		switch {
-		case hasAny(text, sig.Ban, words):
+		case text.any(sig.Ban, words):
 			set(v, true, kindBan, ReasonAuthError, CooldownFixed, banCooldown)
 			v.Permanent = true
 			return
-		case (status == 404 || status == 410) && hasAny(text, sig.Retired, substring):
+		case (status == 404 || status == 410) && text.any(sig.Retired, substring):
 			set(v, true, kindRetiredModel, ReasonNotFound, CooldownFixed, retiredCooldown)
 			v.QuotaResetHint = retiredCooldown
 			return
-		case hasAny(text, sig.Moved, words):
+		case text.any(sig.Moved, words):
 			set(v, true, kindMovedEndpoint, ReasonNotFound, CooldownFixed, retiredCooldown)
 			v.QuotaResetHint = retiredCooldown
 			return
-		case near(text, sig.Suspended, words, sig.BillingNear, words, suspensionWindow):
+		case text.near(sig.Suspended, words, sig.BillingNear, words, suspensionWindow):
 			set(v, true, kindBillingSuspension, ReasonQuotaExhausted, CooldownFixed, creditsCooldown)
 			v.CreditsExhausted = true
 			return
-		case status == 429 && cl.r.Model != "" && st.metric[cl.p]:
+		case status == 429 && cl.model != "" && st.metric[cl.p]:
 			reason := ReasonRateLimit
-			if hasAny(text, sig.MetricPerDay, substring) {
+			if text.any(sig.MetricPerDay, substring) {
 				reason = ReasonQuotaExhausted
 			}
 			set(v, true, kindMetricQuota, reason, CooldownBackoff, 0)
 			return
-		case useQuota && hasAny(text, sig.Credits, words) && (!cl.creditsExempt() || hasAny(text, sig.EmptyWallet, words)):
+		case useQuota && text.any(sig.Credits, words) && (!cl.creditsExempt() || text.any(sig.EmptyWallet, words)):
 			set(v, true, kindCredits, ReasonQuotaExhausted, CooldownFixed, creditsCooldown)
 			v.CreditsExhausted = true
 			return
 		}
-		if useQuota && hasAny(text, sig.TokensPerDay, words) && hint.Source == hintHeader && hint.After > 0 {
+		if useQuota && text.any(sig.TokensPerDay, words) && hint.Source == hintHeader && hint.After > 0 {
 			set(v, true, kindDaily, ReasonQuotaExhausted, CooldownFixed, min(hint.After, st.set.MaxQuotaHint))
 			v.DailyQuota, v.QuotaResetHint = true, v.Cooldown
 			return
 		}
-		if useQuota && hasAny(text, sig.Daily, words) {
+		if useQuota && text.any(sig.Daily, words) {
 			set(v, true, kindDaily, ReasonQuotaExhausted, CooldownFixed, untilMidnight(cl.now))
 			v.DailyQuota, v.QuotaResetHint = true, v.Cooldown
 			return
 		}
-		if hasAny(text, sig.Weekly, words) {
+		if text.any(sig.Weekly, words) {
 			d := weeklyCooldown
-			if rd, ok := resetCountdown(text); ok {
+			if rd, ok := resetCountdown(text.s); ok {
 				d = min(rd, st.set.MaxQuotaHint)
 			}
 			set(v, true, kindWeekly, ReasonQuotaExhausted, CooldownFixed, d)
 			v.QuotaResetHint = d
 			return
 		}
-		if hasAny(text, sig.Session, words) {
+		if text.any(sig.Session, words) {
 			set(v, true, kindSession, ReasonQuotaExhausted, CooldownFixed, sessionCooldown)
 			v.QuotaResetHint = sessionCooldown
 			return
 		}
-		if useQuota && (hasAny(text, sig.Subscription, words) || hasAny(text, st.subBy[cl.p], words)) {
+		if useQuota && (text.any(sig.Subscription, words) || text.any(st.subBy[cl.p], words)) {
 			cl.subscription(v)
 			return
 		}
-		if hint.After > 0 && useQuota && hasAny(text, sig.QuotaText, substring) {
+		if hint.After > 0 && useQuota && text.any(sig.QuotaText, substring) {
 			set(v, true, kindQuotaHint, ReasonQuotaExhausted, CooldownBackoff, 0)
 			v.QuotaResetHint = hint.After
 			return
 		}
-		if status == 403 && hasAny(text, sig.RouteRefusal, words) {
+		if status == 403 && text.any(sig.RouteRefusal, words) {
 			set(v, false, kindRouteRefusal, ReasonUnknown, CooldownNone, 0)
 			return
 		}
@@ -304,7 +418,7 @@ func (cl *classification) classify(v *Verdict) {
 			return
 		}
 	}
-	if status == 403 && auth == routeguard.APIKey && !hasAny(text, sig.ForbiddenExempt, substring) {
+	if status == 403 && auth == routeguard.APIKey && !text.any(sig.ForbiddenExempt, substring) {
 		set(v, true, kindForbidden, ReasonAuthError, CooldownBackoff, 0)
 		v.HintOverrides = false
 		return
@@ -314,7 +428,7 @@ func (cl *classification) classify(v *Verdict) {
 	// provider rule on its own.
 	if status != 429 || useQuota {
 		for _, tr := range st.t.TextRules {
-			if hasAny(text, tr.Phrases, substring) {
+			if text.any(tr.Phrases, substring) {
 				set(v, true, tr.Kind, tr.Reason, tr.Mode, tr.Cooldown)
 				cl.override(v, status, tr.Mode == CooldownBackoff)
 				return
@@ -352,9 +466,9 @@ func (cl *classification) classify(v *Verdict) {
 	// 5. Bad requests.
 	if status == 400 {
 		switch {
-		case hasAny(text, sig.BadRequest, substring) && !hasAny(text, sig.Credential, substring):
+		case text.any(sig.BadRequest, substring) && !text.any(sig.Credential, substring):
 			set(v, true, kindBadRequest, ReasonModelCapacity, CooldownNone, 0)
-		case hasAny(text, sig.HighFrequency, substring):
+		case text.any(sig.HighFrequency, substring):
 			set(v, true, kindHighFrequency, ReasonRateLimit, CooldownBackoff, 0)
 		default:
 			set(v, false, kindBadRequest, ReasonUnknown, CooldownNone, 0)

@@ -22,10 +22,10 @@ const maxSpan = time.Duration(1e9) * time.Second
 func (c *Classifier) HintAt(h http.Header, body []byte, now time.Time) Hint {
 	st := c.load()
 	raw := st.bound(body)
-	return st.hint(h, raw, lower(raw), now)
+	return st.hint(h, raw, hay{s: lower(raw)}, now)
 }
 
-func (st *state) hint(h http.Header, raw, text string, now time.Time) Hint {
+func (st *state) hint(h http.Header, raw string, text hay, now time.Time) Hint {
 	if d, ok := headerHint(h, now); ok {
 		return st.capped(Hint{After: d, Source: hintHeader})
 	}
@@ -54,17 +54,17 @@ func headerHint(h http.Header, now time.Time) (time.Duration, bool) {
 	if len(h) == 0 {
 		return 0, false
 	}
-	if d, ok := parseRetryAfter(h.Get("Retry-After"), now); ok {
+	if d, ok := parseRetryAfter(get(h, "Retry-After"), now); ok {
 		return d, true
 	}
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+	if v := strings.TrimSpace(get(h, "Retry-After-Ms")); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
 			if d, ok := fromSeconds(f / 1000); ok {
 				return d, true
 			}
 		}
 	}
-	if d, ok := parseRateLimitReset(h.Get("X-Ratelimit-Reset"), now); ok {
+	if d, ok := parseRateLimitReset(get(h, "X-Ratelimit-Reset"), now); ok {
 		return d, true
 	}
 	// The limits that are exhausted decide; otherwise the longest wait.
@@ -79,10 +79,15 @@ func headerHint(h http.Header, now time.Time) (time.Duration, bool) {
 			bestExhausted = max(bestExhausted, d)
 		}
 	}
-	for _, kind := range [...]string{"Requests", "Tokens"} {
-		consider(h.Get("X-Ratelimit-Reset-"+kind), h.Get("X-Ratelimit-Remaining-"+kind))
-	}
+	consider(get(h, "X-Ratelimit-Reset-Requests"), get(h, "X-Ratelimit-Remaining-Requests"))
+	consider(get(h, "X-Ratelimit-Reset-Tokens"), get(h, "X-Ratelimit-Remaining-Tokens"))
+	const anthropic = "Anthropic-Ratelimit-"
 	for k, vs := range h {
+		// Canonicalising changes only the case of ASCII letters, so a key
+		// without the prefix in some case cannot have it afterwards.
+		if len(k) < len(anthropic) || !strings.EqualFold(k[:len(anthropic)], anthropic) {
+			continue
+		}
 		ck := http.CanonicalHeaderKey(k)
 		if len(vs) == 0 || !strings.HasPrefix(ck, "Anthropic-Ratelimit-") || !strings.HasSuffix(ck, "-Reset") {
 			continue
@@ -94,6 +99,15 @@ func headerHint(h http.Header, now time.Time) (time.Duration, bool) {
 		return bestExhausted, true
 	}
 	return best, best > 0
+}
+
+// get is h.Get(key) for a key already in canonical form: it skips the
+// canonicalisation.
+func get(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // parseRetryAfter reads a Retry-After value: seconds (a decimal fraction is
@@ -151,8 +165,12 @@ func parseResetValue(v string, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return positive(t.Sub(now))
+	// A time has its year's four bytes before a '-'; anything else would
+	// only build time.Parse's error.
+	if len(v) > 4 && v[4] == '-' {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return positive(t.Sub(now))
+		}
 	}
 	if isNumber(v) {
 		return parseRateLimitReset(v, now)
@@ -327,8 +345,12 @@ var textPhrases = [...]textPhrase{
 }
 
 // textHint reads a hint from lower-cased text.
-func textHint(text string, now time.Time) (time.Duration, hintCap, bool) {
+func textHint(h hay, now time.Time) (time.Duration, hintCap, bool) {
+	text := h.s
 	for _, p := range textPhrases {
+		if h.p != nil && !h.p.mayHold(p.phrase) {
+			continue // not in the text
+		}
 		from := 0
 		for from < len(text) {
 			i := strings.Index(text[from:], p.phrase)

@@ -61,6 +61,76 @@ func bounded(text string, i, j int) bool {
 // against the whole text, not the window, so a window edge never counts as
 // one.
 func find(text, p string, from, hi int, m matchMode) int {
+	return hay{s: text}.find(p, from, hi, m)
+}
+
+// has reports whether the lower-cased text contains phrase, honouring the
+// "a…b" (b within 80 bytes after a) and "a&&b" (both anywhere) operators;
+// every part is compared according to m.
+func has(text, phrase string, m matchMode) bool { return hay{s: text}.has(phrase, m) }
+
+// hasAny reports whether text contains any of phrases, compared according
+// to m.
+func hasAny(text string, phrases []string, m matchMode) bool { return hay{s: text}.any(phrases, m) }
+
+// near reports whether some phrase of as (compared according to am) occurs
+// within window bytes (either side) of some phrase of bs (compared
+// according to bm).
+func near(text string, as []string, am matchMode, bs []string, bm matchMode, window int) bool {
+	return hay{s: text}.near(as, am, bs, bm, window)
+}
+
+// hay is a lower-cased text to search, with the set of byte pairs it
+// holds when that is known. A phrase with a pair the text lacks cannot
+// occur in it, so the search for it ends before it reads the text; the
+// other phrases are looked for as in the text alone.
+type hay struct {
+	s string
+	p *pairs // nil: unknown, every phrase is looked for
+}
+
+// pairs is a set of the adjacent byte pairs of a text, hashed into 4096
+// bits: a pair that is not in the set is not in the text.
+type pairs [64]uint64
+
+func pairBit(a, b byte) uint { return (uint(a)<<4 ^ uint(b)) & 4095 }
+
+// add puts the pairs of s in the set.
+func (p *pairs) add(s string) {
+	last := ^uint(0)
+	for i := 1; i < len(s); i++ {
+		if k := pairBit(s[i-1], s[i]); k != last { // a run sets its bit once
+			p[k>>6] |= 1 << (k & 63)
+			last = k
+		}
+	}
+}
+
+// mayHold reports whether s may occur in the text of the set, which holds
+// at least the pairs that start at even offsets of the text: false means
+// that s occurs nowhere in it. An occurrence at an even offset has the
+// pairs that start at even offsets of s in the set, one at an odd offset
+// those that start at odd offsets.
+func (p *pairs) mayHold(s string) bool {
+	return p.holdsFrom(s, 0) || p.holdsFrom(s, 1)
+}
+
+// holdsFrom reports whether the pairs of s that start at from, from+2, …
+// are all in the set.
+func (p *pairs) holdsFrom(s string, from int) bool {
+	for i := from + 1; i < len(s); i += 2 {
+		if k := pairBit(s[i-1], s[i]); p[k>>6]&(1<<(k&63)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (h hay) find(p string, from, hi int, m matchMode) int {
+	text := h.s
+	if h.p != nil && from <= hi-len(p) && !h.p.mayHold(p) {
+		return -1
+	}
 	for from <= hi-len(p) {
 		i := strings.Index(text[from:hi], p)
 		if i < 0 {
@@ -75,13 +145,10 @@ func find(text, p string, from, hi int, m matchMode) int {
 	return -1
 }
 
-// has reports whether the lower-cased text contains phrase, honouring the
-// "a…b" (b within 80 bytes after a) and "a&&b" (both anywhere) operators;
-// every part is compared according to m.
-func has(text, phrase string, m matchMode) bool {
+func (h hay) has(phrase string, m matchMode) bool {
 	if strings.Contains(phrase, "&&") {
 		for part := range strings.SplitSeq(phrase, "&&") {
-			if part != "" && find(text, part, 0, len(text), m) < 0 {
+			if part != "" && h.find(part, 0, len(h.s), m) < 0 {
 				return false
 			}
 		}
@@ -89,24 +156,24 @@ func has(text, phrase string, m matchMode) bool {
 	}
 	first, rest, ok := strings.Cut(phrase, "…")
 	if !ok {
-		return find(text, phrase, 0, len(text), m) >= 0
+		return h.find(phrase, 0, len(h.s), m) >= 0
 	}
-	return follows(text, 0, first, rest, m)
+	return h.follows(0, first, rest, m)
 }
 
 // follows reports whether an occurrence of a at or after from is followed
 // by the "…"-chain rest within followWindow bytes.
-func follows(text string, from int, a, rest string, m matchMode) bool {
+func (h hay) follows(from int, a, rest string, m matchMode) bool {
 	next, more, chained := strings.Cut(rest, "…")
 	for {
-		i := find(text, a, from, len(text), m)
+		i := h.find(a, from, len(h.s), m)
 		if i < 0 {
 			return false
 		}
 		start := i + len(a)
-		end := min(len(text), start+followWindow+len(next))
-		if j := find(text, next, start, end, m); j >= 0 {
-			if !chained || follows(text, j, next, more, m) {
+		end := min(len(h.s), start+followWindow+len(next))
+		if j := h.find(next, start, end, m); j >= 0 {
+			if !chained || h.follows(j, next, more, m) {
 				return true
 			}
 		}
@@ -114,35 +181,30 @@ func follows(text string, from int, a, rest string, m matchMode) bool {
 	}
 }
 
-// hasAny reports whether text contains any of phrases, compared according
-// to m.
-func hasAny(text string, phrases []string, m matchMode) bool {
+func (h hay) any(phrases []string, m matchMode) bool {
 	for _, p := range phrases {
-		if p != "" && has(text, p, m) {
+		if p != "" && h.has(p, m) {
 			return true
 		}
 	}
 	return false
 }
 
-// near reports whether some phrase of as (compared according to am) occurs
-// within window bytes (either side) of some phrase of bs (compared
-// according to bm).
-func near(text string, as []string, am matchMode, bs []string, bm matchMode, window int) bool {
+func (h hay) near(as []string, am matchMode, bs []string, bm matchMode, window int) bool {
 	for _, a := range as {
 		if a == "" {
 			continue
 		}
 		from := 0
 		for {
-			i := find(text, a, from, len(text), am)
+			i := h.find(a, from, len(h.s), am)
 			if i < 0 {
 				break
 			}
 			lo := max(0, i-window)
-			hi := min(len(text), i+len(a)+window)
+			hi := min(len(h.s), i+len(a)+window)
 			for _, b := range bs {
-				if b != "" && find(text, b, lo, hi, bm) >= 0 {
+				if b != "" && h.find(b, lo, hi, bm) >= 0 {
 					return true
 				}
 			}

@@ -33,6 +33,10 @@ type Stream struct {
 	// HangAfter, when set, leaves the stream open after the last event until
 	// the request is cancelled, as an upstream that stalls mid-stream.
 	HangAfter bool
+	// CutAfter, when above 0, breaks the stream off after that many bytes
+	// of its encoded events, wherever they fall (between events, inside an
+	// event, a JSON string or a UTF-8 sequence); see [Cut].
+	CutAfter int
 }
 
 // Event is one server-sent event. Raw, when set, is written as is and the

@@ -323,7 +323,7 @@ func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if reply.Stream != nil {
 		resp.Header.Set("Content-Type", "text/event-stream")
 		resp.ContentLength = -1
-		resp.Body = &streamBody{u: u, ctx: ctx, s: reply.Stream, closed: make(chan struct{})}
+		resp.Body = cutBody(reply.Stream, &streamBody{u: u, ctx: ctx, s: reply.Stream, closed: make(chan struct{})})
 		return resp, nil
 	}
 	resp.ContentLength = int64(len(reply.Body))
@@ -456,6 +456,9 @@ func (u *Upstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(statusOf(reply))
 	flusher, _ := w.(http.Flusher)
+	if reply.Stream.CutAfter > 0 {
+		serveCut(w, flusher, reply.Stream)
+	}
 	for i, ev := range reply.Stream.Events {
 		if i > 0 && u.wait(ctx, reply.Stream.Pace) != nil {
 			return

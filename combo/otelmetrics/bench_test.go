@@ -97,10 +97,10 @@ func BenchmarkDoOverhead(b *testing.B) {
 		}
 	})
 	b.Run("metrics", func(b *testing.B) {
-		r, m := benchRouter(mustNew())
+		r, _ := benchRouter(mustNew())
 		b.ReportAllocs()
 		for b.Loop() {
-			drain(m.Do(ctx, r, req, benchSend))
+			drain(r.Do(ctx, req, benchSend))
 		}
 	})
 }

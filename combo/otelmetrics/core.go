@@ -6,10 +6,7 @@ package otelmetrics
 // from. TestCoreIsShared checks that the two copies agree.
 
 import (
-	"context"
 	"errors"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +17,6 @@ import (
 	"github.com/routeguard/routeguard/cooldown"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
-	"github.com/routeguard/routeguard/watchdog"
 )
 
 // sink receives every measurement. Its methods are called concurrently and
@@ -31,6 +27,8 @@ type sink interface {
 	modelLockout(provider, model, reason string)
 	queueRejected(key, reason string)
 	attempt(k attemptKey, d time.Duration)
+	waited(provider string, d time.Duration)
+	firstOutput(k attemptKey, d time.Duration)
 	streamCut(cause string)
 	exclusion(reason string)
 	request(combo string, attempts int, overhead time.Duration)
@@ -44,12 +42,6 @@ type attemptKey struct {
 	// ("503") or "_OTHER"; empty for a success or a skip.
 	errorType string
 }
-
-// Stream-cut causes other than the watchdog's reasons.
-const (
-	causeEmptyStream = "empty_stream"
-	causeErrorEvent  = "error_event"
-)
 
 // Label values the package gives itself.
 const (
@@ -124,25 +116,6 @@ func keyOf(a *combo.Attempt) attemptKey {
 	return k
 }
 
-// streamCutCause names why a streamed attempt failed before its first
-// useful output: a watchdog guard's reason, an empty stream or an error
-// event inside the stream; "" when err is none of these.
-func streamCutCause(err error) string {
-	if err == nil {
-		return ""
-	}
-	if we, ok := errors.AsType[*watchdog.Error](err); ok {
-		return boundedLabel(we.Reason)
-	}
-	if errors.Is(err, combo.ErrEmptyStream) {
-		return causeEmptyStream
-	}
-	if strings.HasPrefix(err.Error(), "combo: error event in stream") {
-		return causeErrorEvent
-	}
-	return ""
-}
-
 // chain returns a hook that calls prev (when set) and then next.
 func chain[E any](prev, next func(E)) func(E) {
 	if prev == nil {
@@ -167,7 +140,6 @@ type core struct {
 	providers map[string]breaker.State // from breaker events
 	conns     map[string]connState     // from cooldown events and attempts
 	keys      map[string]struct{}      // queue keys from queue events
-	timers    sync.Pool                // *sendTimer
 }
 
 type connState struct {
@@ -185,11 +157,6 @@ func newCore(s sink, providers []string, now func() time.Time) *core {
 			c.fixed[p] = true
 		}
 	}
-	c.timers.New = func() any {
-		t := &sendTimer{}
-		t.fn = t.send
-		return t
-	}
 	return c
 }
 
@@ -206,10 +173,11 @@ func (c *core) clock() time.Time {
 	return time.Now()
 }
 
-// attach chains the router's attempt hook and remembers the layers the
-// gauges read at collection time.
+// attach chains the router's attempt and request hooks and remembers the
+// layers the gauges read at collection time.
 func (c *core) attach(cfg *combo.Config) {
 	cfg.OnAttempt = chain(cfg.OnAttempt, c.onAttempt)
+	cfg.OnRequest = chain(cfg.OnRequest, c.onRequest)
 	c.mu.Lock()
 	c.breakers, c.cooldowns, c.queue, c.routerNow = cfg.Breakers, cfg.Cooldowns, cfg.Queue, cfg.Now
 	c.mu.Unlock()
@@ -286,111 +254,49 @@ func (c *core) onAttempt(a combo.Attempt) {
 			c.mu.Unlock()
 		}
 	}
-	c.sink.attempt(keyOf(&a), a.Duration)
-	if a.Outcome == combo.OutcomeFailed {
-		if cause := streamCutCause(a.Err); cause != "" {
-			c.sink.streamCut(cause)
+	k := keyOf(&a)
+	c.sink.attempt(k, a.Duration)
+	if a.Outcome == combo.OutcomeSkipped {
+		return
+	}
+	c.sink.waited(a.Target.Provider, a.QueueWait)
+	if a.Outcome == combo.OutcomeSucceeded && a.FirstOutput > 0 {
+		c.sink.firstOutput(k, a.FirstOutput)
+	}
+	if a.Cut != "" {
+		c.sink.streamCut(boundedLabel(a.Cut))
+	}
+}
+
+// onRequest records one routed request (see observe).
+func (c *core) onRequest(e combo.RequestEnd) {
+	if e.Err != nil {
+		if _, ok := errors.AsType[*combo.Error](e.Err); !ok {
+			return // the caller's context, a lease refusal: nothing routed
 		}
 	}
+	c.observe(e.Combo, e.Attempts, e.Excluded, overhead(&e))
 }
 
-// sendTimer wraps a request's send function to add up the time spent in
-// it, and in reading a streamed answer while the router holds it back
-// before its first useful output. fn is its send method, bound once, so
-// that wrapping a send costs nothing.
-type sendTimer struct {
-	user   combo.SendFunc
-	inSend time.Duration
-	fn     combo.SendFunc
-	bodies []*timedBody // the streamed bodies of this request, detached when it returns
-}
-
-func (t *sendTimer) send(ctx context.Context, target *combo.Target) (*http.Response, error) {
-	start := time.Now()
-	resp, err := t.user(ctx, target)
-	t.inSend += time.Since(start)
-	if err == nil && resp != nil && resp.Body != nil && isEventStream(resp) {
-		b := &timedBody{rc: resp.Body, t: t}
-		t.bodies = append(t.bodies, b)
-		resp.Body = b
+// overhead is the time a request spent in the router: Do's duration less
+// the time each attempt made spent on its upstream, from its admission to
+// its end (the answer's headers and a plain answer's body, or a stream up
+// to its first useful output). The pauses the router makes on purpose
+// (admission waits, the same-target retry delay, cooldown waits) are
+// included.
+func overhead(e *combo.RequestEnd) time.Duration {
+	d := e.Duration
+	for i := range e.Attempts {
+		if a := &e.Attempts[i]; a.Outcome != combo.OutcomeSkipped {
+			d -= a.Duration - a.QueueWait
+		}
 	}
-	return resp, err
-}
-
-// detach stops the request's bodies from counting: what the caller reads
-// after the router returned is not the router's time.
-func (t *sendTimer) detach() {
-	for i, b := range t.bodies {
-		b.t = nil
-		t.bodies[i] = nil
-	}
-	t.bodies = t.bodies[:0]
-	t.user = nil
-}
-
-func isEventStream(resp *http.Response) bool {
-	ct := resp.Header.Get("Content-Type")
-	return len(ct) >= len("text/event-stream") && strings.EqualFold(ct[:len("text/event-stream")], "text/event-stream")
-}
-
-// timedBody counts the time spent reading a streamed body into its
-// request's sendTimer while the router reads it.
-type timedBody struct {
-	rc io.ReadCloser
-	t  *sendTimer // nil once the request returned
-}
-
-func (b *timedBody) Read(p []byte) (int, error) {
-	if b.t == nil {
-		return b.rc.Read(p)
-	}
-	start := time.Now()
-	n, err := b.rc.Read(p)
-	b.t.inSend += time.Since(start)
-	return n, err
-}
-
-func (b *timedBody) Close() error { return b.rc.Close() }
-
-// do routes req through r and records the request's measurements.
-func (c *core) do(ctx context.Context, r *combo.Router, req combo.Request, send combo.SendFunc) (*combo.Result, error) {
-	t := c.timers.Get().(*sendTimer)
-	t.user, t.inSend = send, 0
-	fn := t.fn
-	if send == nil {
-		fn = nil // as the caller asked: the router never sends
-	}
-	start := time.Now()
-	res, err := r.Do(ctx, req, fn)
-	overhead := time.Since(start) - t.inSend
-	t.detach()
-	c.timers.Put(t)
-	c.observe(&req, res, err, overhead)
-	return res, err
+	return max(d, 0)
 }
 
 // observe records one routed request: its attempt count, router overhead,
-// exclusions and fallbacks. A request that ended in an error other than a
-// *combo.Error (the caller's context, a lease refusal) is not recorded.
-func (c *core) observe(req *combo.Request, res *combo.Result, err error, overhead time.Duration) {
-	var attempts []combo.Attempt
-	var excluded []combo.Exclusion
-	switch {
-	case res != nil:
-		attempts, excluded = res.Attempts, res.Excluded
-	case err != nil:
-		ce, ok := errors.AsType[*combo.Error](err)
-		if !ok {
-			return
-		}
-		attempts, excluded = ce.Attempts, ce.Excluded
-	default:
-		return
-	}
-	name := ""
-	if req.Combo != nil {
-		name = req.Combo.Name
-	}
+// exclusions and fallbacks.
+func (c *core) observe(name string, attempts []combo.Attempt, excluded []combo.Exclusion, overhead time.Duration) {
 	made := 0
 	for i := range attempts {
 		if attempts[i].Outcome != combo.OutcomeSkipped {
@@ -399,7 +305,9 @@ func (c *core) observe(req *combo.Request, res *combo.Result, err error, overhea
 	}
 	c.sink.request(name, made, overhead)
 	for i := range excluded {
-		c.sink.exclusion(boundedLabel(string(excluded[i].Reason)))
+		if !skippedIn(attempts, &excluded[i]) { // a terminal answer lists its skips as exclusions too
+			c.sink.exclusion(boundedLabel(string(excluded[i].Reason)))
+		}
 	}
 	var prev *combo.Attempt
 	for i := range attempts {
@@ -413,6 +321,19 @@ func (c *core) observe(req *combo.Request, res *combo.Result, err error, overhea
 		}
 		prev = a
 	}
+}
+
+// skippedIn reports whether x is a target of attempts skipped for x's
+// reason.
+func skippedIn(attempts []combo.Attempt, x *combo.Exclusion) bool {
+	for i := range attempts {
+		a := &attempts[i]
+		if a.Outcome == combo.OutcomeSkipped && a.Reason == x.Reason && a.Target.Provider == x.Provider &&
+			a.Target.Connection == x.Connection && a.Target.Model == x.Model {
+			return true
+		}
+	}
+	return false
 }
 
 // tryOutcome is the outcome of the try that starts with attempts[0]: the
@@ -580,6 +501,12 @@ var (
 	operationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
 	// overheadBuckets span 1 µs to 10 ms, in seconds.
 	overheadBuckets = []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2}
+	// firstChunkBuckets are the semantic conventions' boundaries for
+	// gen_ai.client.operation.time_to_first_chunk, in seconds.
+	firstChunkBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+	// queueWaitBuckets span 1 ms to 60 s, in seconds; 0 counts the
+	// attempts admitted at once.
+	queueWaitBuckets = []float64{0, 0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 	// attemptBuckets count attempts per request (0: nothing dispatched).
 	attemptBuckets = []float64{0, 1, 2, 3, 4, 5, 7, 10, 15, 20, 30}
 )
@@ -601,6 +528,14 @@ const (
 	nameQueueRejected      = "routeguard_queue_rejected_total"
 	nameStreamCuts         = "routeguard_stream_cuts_total"
 	nameRouterOverhead     = "routeguard_router_overhead_seconds"
+	nameQueueWait          = "routeguard_queue_wait_seconds"
+
+	// The GenAI client metrics, as OpenTelemetry names them and as their
+	// Prometheus exporter writes them.
+	genAIOperationDuration = "gen_ai.client.operation.duration"
+	genAIFirstChunk        = "gen_ai.client.operation.time_to_first_chunk"
+	promOperationDuration  = "gen_ai_client_operation_duration_seconds"
+	promFirstChunk         = "gen_ai_client_operation_time_to_first_chunk_seconds"
 
 	helpBreakerState       = "Provider circuit breaker state: 1 for the current state, 0 for the others."
 	helpBreakerTransitions = "Provider circuit breaker state changes."
@@ -616,5 +551,8 @@ const (
 	helpQueueDepth         = "Requests waiting on an admission queue key."
 	helpQueueRejected      = "Requests refused by a full admission queue or timed out waiting in it."
 	helpStreamCuts         = "Streamed attempts failed before their first useful output, by cause."
-	helpRouterOverhead     = "Time a routed request spent in the router outside the send function."
+	helpRouterOverhead     = "Time a routed request spent in the router, outside its attempts' upstream time."
+	helpQueueWait          = "Time an attempt waited for admission (queue and connection slots)."
+	helpOperation          = "GenAI operation duration: one attempt, up to the router's commit (a plain answer read whole, or a stream's first useful output)."
+	helpFirstChunk         = "GenAI time to first chunk: from a streamed attempt's start to its first useful output."
 )

@@ -19,13 +19,12 @@ import (
 // ScopeName is the instrumentation scope of the package's meter.
 const ScopeName = "github.com/routeguard/routeguard/combo/otelmetrics"
 
-// The GenAI semantic conventions' client metrics and attributes.
+// The GenAI semantic conventions' attributes.
 const (
-	genAIOperationDuration = "gen_ai.client.operation.duration"
-	attrOperationName      = attribute.Key("gen_ai.operation.name")
-	attrProviderName       = attribute.Key("gen_ai.provider.name")
-	attrRequestModel       = attribute.Key("gen_ai.request.model")
-	attrErrorType          = attribute.Key("error.type")
+	attrOperationName = attribute.Key("gen_ai.operation.name")
+	attrProviderName  = attribute.Key("gen_ai.provider.name")
+	attrRequestModel  = attribute.Key("gen_ai.request.model")
+	attrErrorType     = attribute.Key("error.type")
 )
 
 // Options configure Metrics. The zero value is usable but records into a
@@ -59,7 +58,7 @@ type Metrics struct {
 	transitions, cooldowns, lockouts, exclusions, attempts metric.Int64Counter
 	fallbacks, rejected, streamCuts                        metric.Int64Counter
 	requestAttempts                                        metric.Int64Histogram
-	overhead, operation                                    metric.Float64Histogram
+	overhead, operation, firstChunk, queueWait             metric.Float64Histogram
 	breakerState, connUp, inFlight, queueDepth             metric.Int64ObservableGauge
 	coolUntil                                              metric.Float64ObservableGauge
 
@@ -73,6 +72,8 @@ type Metrics struct {
 	rejectedChildren   *cache[pair, []metric.AddOption]
 	cutChildren        *cache[string, []metric.AddOption]
 	requestChildren    *cache[string, []metric.RecordOption]
+	waitChildren       *cache[string, []metric.RecordOption]
+	chunkChildren      *cache[pair, []metric.RecordOption]
 }
 
 type attemptChild struct {
@@ -124,8 +125,14 @@ func New(o Options) (*Metrics, error) {
 	m.overhead, err = meter.Float64Histogram(nameRouterOverhead, metric.WithDescription(helpRouterOverhead),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(overheadBuckets...))
 	errs = append(errs, err)
-	m.operation, err = meter.Float64Histogram(genAIOperationDuration, metric.WithDescription("GenAI operation duration."),
+	m.operation, err = meter.Float64Histogram(genAIOperationDuration, metric.WithDescription(helpOperation),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(operationBuckets...))
+	errs = append(errs, err)
+	m.firstChunk, err = meter.Float64Histogram(genAIFirstChunk, metric.WithDescription(helpFirstChunk),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(firstChunkBuckets...))
+	errs = append(errs, err)
+	m.queueWait, err = meter.Float64Histogram(nameQueueWait, metric.WithDescription(helpQueueWait),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(queueWaitBuckets...))
 	errs = append(errs, err)
 	gauge := func(name, help, unit string) metric.Int64ObservableGauge {
 		g, err := meter.Int64ObservableGauge(name, metric.WithDescription(help), metric.WithUnit(unit))
@@ -174,12 +181,17 @@ func New(o Options) (*Metrics, error) {
 	})
 	m.cutChildren = newCache(func(k string) []metric.AddOption { return addOpts(attribute.String("cause", k)) })
 	m.requestChildren = newCache(func(k string) []metric.RecordOption { return recordOpts(attribute.String("combo", k)) })
+	m.waitChildren = newCache(func(k string) []metric.RecordOption { return recordOpts(attribute.String("provider", k)) })
+	m.chunkChildren = newCache(func(k pair) []metric.RecordOption {
+		return recordOpts(attrOperationName.String(m.op), attrProviderName.String(k.a), attrRequestModel.String(k.b))
+	})
 	return m, errors.Join(errs...)
 }
 
-// Attach chains the Metrics into cfg.OnAttempt (an OnAttempt already set
-// is called first) and has the gauges read cfg.Breakers, cfg.Cooldowns and
-// cfg.Queue when they are observed. Call it before combo.New(cfg), once.
+// Attach chains the Metrics into cfg.OnAttempt and cfg.OnRequest (hooks
+// already set are called first) and has the gauges read cfg.Breakers,
+// cfg.Cooldowns and cfg.Queue when they are observed. Call it before
+// combo.New(cfg), once.
 func (m *Metrics) Attach(cfg *combo.Config) { m.core.attach(cfg) }
 
 // AttachBreaker chains the Metrics into cfg.OnChange, keeping a hook
@@ -197,15 +209,6 @@ func (m *Metrics) AttachLockout(cfg *lockout.Config) { m.core.attachLockout(cfg)
 // AttachQueue chains the Metrics into cfg.OnChange, keeping a hook already
 // set (called first). Call it before queue.New(cfg), once.
 func (m *Metrics) AttachQueue(cfg *queue.Config) { m.core.attachQueue(cfg) }
-
-// Do routes req through r as r.Do does and records the request-level
-// metrics: attempts per request, router overhead, exclusions and
-// fallbacks. Requests routed with r.Do directly still feed every other
-// metric. A request that ends in an error other than a *combo.Error (the
-// caller's context, a lease refusal) is not recorded here.
-func (m *Metrics) Do(ctx context.Context, r *combo.Router, req combo.Request, send combo.SendFunc) (*combo.Result, error) {
-	return m.core.do(ctx, r, req, send)
-}
 
 // Close unregisters the callback of the observable gauges. The counters
 // and histograms keep recording.
@@ -274,6 +277,14 @@ func (m *Metrics) attempt(k attemptKey, d time.Duration) {
 	if ch.duration != nil {
 		m.operation.Record(bg, d.Seconds(), ch.duration...)
 	}
+}
+
+func (m *Metrics) waited(provider string, d time.Duration) {
+	m.queueWait.Record(bg, d.Seconds(), m.waitChildren.get(provider)...)
+}
+
+func (m *Metrics) firstOutput(k attemptKey, d time.Duration) {
+	m.firstChunk.Record(bg, d.Seconds(), m.chunkChildren.get(pair{k.provider, k.model})...)
 }
 
 func (m *Metrics) streamCut(cause string) { m.streamCuts.Add(bg, 1, m.cutChildren.get(cause)...) }

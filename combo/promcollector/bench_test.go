@@ -95,10 +95,10 @@ func BenchmarkDoOverhead(b *testing.B) {
 		}
 	})
 	b.Run("collector", func(b *testing.B) {
-		r, m := benchRouter(promcollector.New(promcollector.Options{}))
+		r, _ := benchRouter(promcollector.New(promcollector.Options{}))
 		b.ReportAllocs()
 		for b.Loop() {
-			drain(m.Do(ctx, r, req, benchSend))
+			drain(r.Do(ctx, req, benchSend))
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package promcollector
 
 import (
-	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +40,7 @@ type Collector struct {
 
 	transitions, cooldowns, lockouts, exclusions, attempts *prometheus.CounterVec
 	fallbacks, rejected, streamCuts                        *prometheus.CounterVec
-	requestAttempts, operation                             *prometheus.HistogramVec
+	requestAttempts, operation, firstChunk, queueWait      *prometheus.HistogramVec
 	overhead                                               prometheus.Histogram
 
 	attemptChildren    *cache[attemptKey, attemptChild]
@@ -53,6 +52,8 @@ type Collector struct {
 	rejectedChildren   *cache[pair, prometheus.Counter]
 	cutChildren        *cache[string, prometheus.Counter]
 	requestChildren    *cache[string, prometheus.Observer]
+	waitChildren       *cache[string, prometheus.Observer]
+	chunkChildren      *cache[pair, prometheus.Observer]
 }
 
 type attemptChild struct {
@@ -93,10 +94,14 @@ func New(o Options) *Collector {
 		Name: nameRouterOverhead, Help: helpRouterOverhead, ConstLabels: cl, Buckets: overheadBuckets,
 	})
 	c.operation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:        "gen_ai_client_operation_duration_seconds",
-		Help:        "GenAI operation duration: one attempt, up to the router's commit (response headers, or a stream's first useful output).",
-		ConstLabels: cl, Buckets: operationBuckets,
+		Name: promOperationDuration, Help: helpOperation, ConstLabels: cl, Buckets: operationBuckets,
 	}, []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type"})
+	c.firstChunk = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: promFirstChunk, Help: helpFirstChunk, ConstLabels: cl, Buckets: firstChunkBuckets,
+	}, []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"})
+	c.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: nameQueueWait, Help: helpQueueWait, ConstLabels: cl, Buckets: queueWaitBuckets,
+	}, []string{"provider"})
 
 	c.attemptChildren = newCache(func(k attemptKey) attemptChild {
 		ch := attemptChild{count: c.attempts.WithLabelValues(k.provider, k.model, k.outcome, k.statusClass, k.reason)}
@@ -113,12 +118,15 @@ func New(o Options) *Collector {
 	c.rejectedChildren = newCache(func(k pair) prometheus.Counter { return c.rejected.WithLabelValues(k.a, k.b) })
 	c.cutChildren = newCache(func(k string) prometheus.Counter { return c.streamCuts.WithLabelValues(k) })
 	c.requestChildren = newCache(func(k string) prometheus.Observer { return c.requestAttempts.WithLabelValues(k) })
+	c.waitChildren = newCache(func(k string) prometheus.Observer { return c.queueWait.WithLabelValues(k) })
+	c.chunkChildren = newCache(func(k pair) prometheus.Observer { return c.firstChunk.WithLabelValues(c.op, k.a, k.b) })
 	return c
 }
 
-// Attach chains the Collector into cfg.OnAttempt (an OnAttempt already set
-// is called first) and has it read cfg.Breakers, cfg.Cooldowns and
-// cfg.Queue when it is collected. Call it before combo.New(cfg), once.
+// Attach chains the Collector into cfg.OnAttempt and cfg.OnRequest (hooks
+// already set are called first) and has it read cfg.Breakers,
+// cfg.Cooldowns and cfg.Queue when it is collected. Call it before
+// combo.New(cfg), once.
 func (c *Collector) Attach(cfg *combo.Config) { c.core.attach(cfg) }
 
 // AttachBreaker chains the Collector into cfg.OnChange, keeping a hook
@@ -136,15 +144,6 @@ func (c *Collector) AttachLockout(cfg *lockout.Config) { c.core.attachLockout(cf
 // AttachQueue chains the Collector into cfg.OnChange, keeping a hook
 // already set (called first). Call it before queue.New(cfg), once.
 func (c *Collector) AttachQueue(cfg *queue.Config) { c.core.attachQueue(cfg) }
-
-// Do routes req through r as r.Do does and records the request-level
-// metrics: attempts per request, router overhead, exclusions and
-// fallbacks. Requests routed with r.Do directly still feed every other
-// metric. A request that ends in an error other than a *combo.Error (the
-// caller's context, a lease refusal) is not recorded here.
-func (c *Collector) Do(ctx context.Context, r *combo.Router, req combo.Request, send combo.SendFunc) (*combo.Result, error) {
-	return c.core.do(ctx, r, req, send)
-}
 
 // Describe sends the descriptors of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -191,7 +190,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{c.transitions, c.cooldowns, c.lockouts, c.exclusions, c.attempts,
-		c.fallbacks, c.rejected, c.streamCuts, c.requestAttempts, c.overhead, c.operation}
+		c.fallbacks, c.rejected, c.streamCuts, c.requestAttempts, c.overhead, c.operation, c.firstChunk, c.queueWait}
 }
 
 // The sink.
@@ -218,6 +217,14 @@ func (c *Collector) attempt(k attemptKey, d time.Duration) {
 	if ch.duration != nil {
 		ch.duration.Observe(d.Seconds())
 	}
+}
+
+func (c *Collector) waited(provider string, d time.Duration) {
+	c.waitChildren.get(provider).Observe(d.Seconds())
+}
+
+func (c *Collector) firstOutput(k attemptKey, d time.Duration) {
+	c.chunkChildren.get(pair{k.provider, k.model}).Observe(d.Seconds())
 }
 
 func (c *Collector) streamCut(cause string) { c.cutChildren.get(cause).Inc() }

@@ -6,16 +6,17 @@
 //
 //	metrics := promcollector.New(promcollector.Options{Providers: providers})
 //	reg.MustRegister(metrics)
-//	metrics.AttachBreaker(&breakerCfg)       // each layer's Config, before the layer is built
-//	metrics.Attach(&routerCfg)               // the combo.Config, before combo.New
-//	res, err := metrics.Do(ctx, r, req, send) // instead of r.Do: the request-level metrics
+//	metrics.AttachBreaker(&breakerCfg) // each layer's Config, before the layer is built
+//	metrics.Attach(&routerCfg)         // the combo.Config, before combo.New
+//	res, err := r.Do(ctx, req, send)   // every request is recorded
 //
 // Every Attach method chains the Collector after the hook the Config
-// already has (OnChange, OnAttempt), which keeps being called first; call
-// each once. AttachBreaker, AttachCooldown, AttachLockout and AttachQueue
-// take the layer Configs, because a layer reads its hook when it is built;
-// Attach takes the router's and also remembers its Breakers, Cooldowns,
-// Queue and Now, which the gauges read when the Collector is collected.
+// already has (OnChange, OnAttempt, OnRequest), which keeps being called
+// first; call each once. AttachBreaker, AttachCooldown, AttachLockout and
+// AttachQueue take the layer Configs, because a layer reads its hook when
+// it is built; Attach takes the router's (its OnAttempt and OnRequest
+// hooks) and also remembers its Breakers, Cooldowns, Queue and Now, which
+// the gauges read when the Collector is collected.
 //
 // # Metrics
 //
@@ -30,15 +31,17 @@
 //	routeguard_connection_cooldowns_total{connection,reason} cooldown episodes started
 //	routeguard_cooldown_until_timestamp_seconds{connection}  end of the current cooldown (or known credits recovery), 0 when none
 //	routeguard_model_lockouts_total{provider,model,reason}   model locks created or extended (model as the lockout lists it: family, model or exact:<model>)
-//	routeguard_exclusions_total{reason}                      targets kept out before dispatch (Do)
+//	routeguard_exclusions_total{reason}                      targets kept out before dispatch or skipped at it, once per request
 //	routeguard_attempts_total{provider,model,outcome,status_class,reason}
-//	routeguard_request_attempts{combo}                       histogram of attempts made per request (Do)
-//	routeguard_fallbacks_total{from_provider,to_provider,result} moves from a failed target to the next (Do)
+//	routeguard_request_attempts{combo}                       histogram of attempts made per request
+//	routeguard_fallbacks_total{from_provider,to_provider,result} moves from a failed target to the next
 //	routeguard_in_flight{connection}, routeguard_queue_depth{connection} running and waiting requests per admission key
+//	routeguard_queue_wait_seconds{provider}                  histogram of each attempt's admission wait (combo.Attempt.QueueWait), 0 to 60 s
 //	routeguard_queue_rejected_total{connection,reason}       queue_full, queue_timeout
-//	routeguard_stream_cuts_total{cause}                      streams failed before their first useful output: the watchdog's reasons, empty_stream, error_event
-//	routeguard_router_overhead_seconds                       histogram, 1 µs to 10 ms buckets (Do)
+//	routeguard_stream_cuts_total{cause}                      streams failed before their first useful output, by combo.Attempt.Cut: the watchdog's reasons, empty_stream, error_event, no_output, target_timeout, read_error
+//	routeguard_router_overhead_seconds                       histogram, 1 µs to 10 ms buckets
 //	gen_ai_client_operation_duration_seconds{gen_ai_operation_name,gen_ai_provider_name,gen_ai_request_model,error_type}
+//	gen_ai_client_operation_time_to_first_chunk_seconds{gen_ai_operation_name,gen_ai_provider_name,gen_ai_request_model}
 //
 // A breaker_state series exists from New for each of Options.Providers,
 // and for every breaker of the attached Set; the states, connection and
@@ -46,24 +49,31 @@
 // open period or a cooldown that has ended shows as such without waiting
 // for the next event. Without an attached layer they follow its events.
 //
-// The gen_ai histogram follows the OpenTelemetry GenAI client metric
-// gen_ai.client.operation.duration (same buckets) for every attempt made,
-// measured as combo.Attempt.Duration: up to the router's commit, that is
-// the response headers of a plain answer or the first useful output of a
-// stream. error_type is the status of a failed attempt, or _OTHER.
+// The two gen_ai histograms are the Prometheus form of the OpenTelemetry
+// GenAI client metrics gen_ai.client.operation.duration (its buckets) and
+// gen_ai.client.operation.time_to_first_chunk. The first is recorded for
+// every attempt made, as combo.Attempt.Duration: up to the router's
+// commit, that is a plain answer read whole or the first useful output of
+// a stream; error_type is the status of a failed attempt, or _OTHER. The
+// second is recorded for every stream that succeeded, as
+// combo.Attempt.FirstOutput: from the attempt's start to its first useful
+// output (text, a tool call or reasoning), with the boundaries 1 ms to
+// 10 s of the conventions' time-to-first-token histograms.
+// gen_ai.client.token.usage is not recorded: the router does not parse
+// the usage of answers.
 //
-// routeguard_router_overhead_seconds is the time Do spent outside send and
-// outside reading a streamed answer before its first useful output; it
-// includes the pauses the router makes on purpose (queue slot waits, the
-// same-target retry delay, cooldown waits).
+// routeguard_router_overhead_seconds is, per request, Do's duration less
+// the time each attempt made spent on its upstream (from its admission to
+// its commit or failure), on the router's clock. It includes the pauses the
+// router makes on purpose: admission waits, the same-target retry delay,
+// cooldown waits.
 //
 // # Cost
 //
 // A Collector is safe for concurrent use. Every label combination is
 // resolved once; from then on recording an attempt, an event or a request
-// takes a read lock and allocates nothing (Do wraps a streamed body, one
-// small allocation per streamed attempt). Collection allocates.
+// takes a read lock and allocates nothing. Collection allocates.
 //
 // The package combo/otelmetrics records the same metrics with
-// OpenTelemetry instruments.
+// OpenTelemetry instruments, and the spans of each request.
 package promcollector

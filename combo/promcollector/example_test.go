@@ -46,8 +46,7 @@ func Example() {
 		return upstreams[t.Provider].Transport().RoundTrip(req)
 	}
 
-	// Route through the collector to record the request as a whole.
-	res, err := metrics.Do(context.Background(), r, combo.Request{Combo: smart}, send)
+	res, err := r.Do(context.Background(), combo.Request{Combo: smart}, send)
 	if err != nil {
 		fmt.Println(err)
 		return

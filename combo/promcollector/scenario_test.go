@@ -26,7 +26,6 @@ type attacher interface {
 	AttachCooldown(*cooldown.Config)
 	AttachLockout(*lockout.Config)
 	AttachQueue(*queue.Config)
-	Do(context.Context, *combo.Router, combo.Request, combo.SendFunc) (*combo.Result, error)
 }
 
 // rig is a router over two fake providers, openai (connection sk-1, model
@@ -82,7 +81,7 @@ func (g *rig) send(ctx context.Context, t *combo.Target) (*http.Response, error)
 // do routes one request over the smart combo and reads the answer.
 func (g *rig) do(t *testing.T) *combo.Result {
 	t.Helper()
-	res, err := g.m.Do(context.Background(), g.r, combo.Request{Combo: g.smart}, g.send)
+	res, err := g.r.Do(context.Background(), combo.Request{Combo: g.smart}, g.send)
 	if err != nil {
 		t.Fatalf("Do: %v", err)
 	}
@@ -132,6 +131,65 @@ func scenarioRetryThenFallback(t *testing.T, m attacher) *rig {
 	res := g.do(t)
 	if len(res.Attempts) != 3 {
 		t.Fatalf("attempts %+v, want a retry, a failure and a success", res.Attempts)
+	}
+	return g
+}
+
+// scenarioStreamTimings: openai's four slots are taken by others for
+// 500 ms; then it answers its headers after 1 s and its first text 2 s
+// later. Its attempt waited 0.5 s for admission and saw its first useful
+// output 3.5 s after its start; the router's overhead is the admission wait.
+func scenarioStreamTimings(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{})
+	var releases []func()
+	for range 4 {
+		release, err := g.cfg.Queue.Acquire(context.Background(), "sk-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		for _, release := range releases {
+			release()
+		}
+	}()
+	reply := combotest.SSE(2*time.Second, combotest.Heartbeat(), combotest.ChatDelta("hello"), combotest.Done())
+	reply.Latency = time.Second
+	g.openai.Script("sk-1", reply)
+	res := g.do(t)
+	if len(res.Attempts) != 1 || res.Attempts[0].FirstOutput != 3500*time.Millisecond {
+		t.Fatalf("attempts %+v, want one stream with its first output at 3.5 s", res.Attempts)
+	}
+	return g
+}
+
+// scenarioEmptyStream: openai's stream ends before any event; the request
+// falls back to anthropic, whose plain answer has no first chunk.
+func scenarioEmptyStream(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{})
+	g.openai.Script("sk-1", combotest.SSE(0))
+	g.do(t)
+	return g
+}
+
+// scenarioQueueRefused: openai's four slots stay taken; a request to a
+// combo of openai alone waits the queue's 15 s and is refused before any
+// attempt. The terminal answer lists the skip among its exclusions too:
+// it is counted once.
+func scenarioQueueRefused(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{})
+	for range 4 {
+		release, err := g.cfg.Queue.Acquire(context.Background(), "sk-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(release)
+	}
+	one := &combo.Combo{Name: "one", Targets: g.smart.Targets[:1]}
+	if _, err := g.r.Do(context.Background(), combo.Request{Combo: one}, g.send); err == nil {
+		t.Fatal("Do: want the queue's refusal")
 	}
 	return g
 }
@@ -198,6 +256,34 @@ var wantStreamCut = []sample{
 	// The heartbeats the router read while holding the stream back are
 	// upstream time, not the router's.
 	{"routeguard_router_overhead_seconds_sum", nil, 0},
+	{"routeguard_queue_wait_seconds_count", []string{"provider", "openai"}, 1},
+	{"routeguard_queue_wait_seconds_sum", []string{"provider", "openai"}, 0},
+	// Only a stream that succeeded has a first chunk: anthropic answered
+	// in plain.
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "openai"}, absent},
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "anthropic"}, absent},
+}
+
+var wantStreamTimings = []sample{
+	{"routeguard_queue_wait_seconds_count", []string{"provider", "openai"}, 1},
+	{"routeguard_queue_wait_seconds_sum", []string{"provider", "openai"}, 0.5},
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_count",
+		[]string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", "openai", "gen_ai_request_model", "gpt-4o"}, 1},
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_sum",
+		[]string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", "openai", "gen_ai_request_model", "gpt-4o"}, 3.5},
+	{"gen_ai_client_operation_duration_seconds_sum",
+		[]string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", "openai", "gen_ai_request_model", "gpt-4o"}, 3.5},
+	{"routeguard_router_overhead_seconds_count", nil, 1},
+	{"routeguard_router_overhead_seconds_sum", nil, 0.5},
+	{"routeguard_request_attempts_sum", []string{"combo", "smart"}, 1},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, absent},
+}
+
+var wantEmptyStream = []sample{
+	{"routeguard_stream_cuts_total", []string{"cause", "empty_stream"}, 1},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
+	{"routeguard_router_overhead_seconds_sum", nil, 0},
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "anthropic"}, absent},
 }
 
 var wantRetryThenFallback = []sample{
@@ -209,6 +295,15 @@ var wantRetryThenFallback = []sample{
 	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "openai"}, absent},
 }
 
+var wantQueueRefused = []sample{
+	{"routeguard_exclusions_total", []string{"reason", "queue_full"}, 1},
+	{"routeguard_queue_rejected_total", []string{"connection", "sk-1", "reason", "queue_timeout"}, 1},
+	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "skipped", "status_class", "none", "reason", "queue_full"}, 1},
+	{"routeguard_request_attempts_count", []string{"combo", "one"}, 1},
+	{"routeguard_request_attempts_sum", []string{"combo", "one"}, 0},
+	{"routeguard_queue_wait_seconds_count", []string{"provider", "openai"}, absent}, // no attempt made
+}
+
 var scenarios = []struct {
 	name string
 	run  func(*testing.T, attacher) *rig
@@ -218,4 +313,7 @@ var scenarios = []struct {
 	{"cooldown", scenarioCooldown, wantCooldown},
 	{"stream_cut", scenarioStreamCut, wantStreamCut},
 	{"retry_then_fallback", scenarioRetryThenFallback, wantRetryThenFallback},
+	{"stream_timings", scenarioStreamTimings, wantStreamTimings},
+	{"empty_stream", scenarioEmptyStream, wantEmptyStream},
+	{"queue_refused", scenarioQueueRefused, wantQueueRefused},
 }

@@ -8,6 +8,7 @@
 //	leases := lease.New(lease.Config{Store: rs.Leases()})        // leases shared by every replica
 //	ok, held, retryAt, err := rs.Slots().TryAcquire(ctx, conn, 1, rs.Holder(attemptID), now)
 //	lost, err := rs.Slots().Renew(ctx, mySlots, now)             // every SlotTTL/3
+//	r := combo.New(combo.Config{Leases: leases, Slots: rs.Slots()}) // caps across replicas; r.RenewSlots every SlotTTL/3
 //
 // # The model
 //
@@ -24,8 +25,29 @@
 // of holder ids scored by expiry: acquiring reclaims expired holders,
 // counts and adds in one script, is idempotent per holder, and renewal of
 // any number of slots is one pipelined round trip. Waiting stays local.
-// [NewMemorySlots] is the in-process reference; package slottest is the
-// conformance suite.
+// The interface is package queue/slotstore's (with its in-process
+// reference, slotstore.NewMemory); package queue/queuetest is the
+// conformance suite. Give it to combo.Config.Slots for the router's
+// per-connection caps.
+//
+// # Replicated state
+//
+// Breaker open periods, cooldowns and terminal states, model lockouts and
+// session pins are not remote state: each replica keeps them in its own
+// layers, which the hot path reads, and a [Replicator] (from
+// [State.Replicator]) shares their changes. The layers' OnChange hooks
+// queue each change in a bounded outbox, one record per key; in the
+// background one script per batch merges the records into the snapshot
+// hash {<ns>:ev}:snap and appends them to the stream {<ns>:ev}:log, and
+// every replica reads the stream (XREAD BLOCK) and merges the others'
+// records into its layers. Records merge by a total order per key, so
+// replays and reordering are harmless: a remote open breaker is open here
+// until its end (then the local probe decides), a cooldown takes the later
+// end, a terminal state stays until a reset, a lockout never shortens,
+// pins follow the last writer. A sequence gap, a trimmed stream or a new
+// dataset epoch makes a replica resync from the snapshot, and after Redis
+// lost its data every replica publishes its live state again.
+// [Replicator.Stats] gives the lag and the staleness for metrics.
 //
 // # The zero value
 //
@@ -61,6 +83,10 @@
 // # Durability
 //
 // Redis replicates asynchronously and a restart without persistence loses
-// every lease; run it with AOF (appendfsync everysec). This package does
-// not yet detect a lost dataset (see the epoch check in the design).
+// every lease; run it with AOF (appendfsync everysec). A lost dataset is
+// detected by its epoch (a field every lease script checks): each process
+// re-seeds the leases it holds on its next call and reports
+// Config.OnDataLoss, and new leases wait ReleaseQuarantine meanwhile (see
+// [State.Leases]). Slots are not re-seeded: a restart forgets them, and
+// each cap may be exceeded until the slots held then end.
 package redisstate

@@ -3,6 +3,7 @@ package redisstate
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,6 +30,7 @@ var (
 	scriptOccupant   = redis.NewScript(leaseOccupant)
 	scriptReconcile  = redis.NewScript(leaseReconcile)
 	scriptList       = redis.NewScript(leaseList)
+	scriptRestore    = redis.NewScript(leaseRestore)
 )
 
 // batch is how many leases one Reconcile or List script handles.
@@ -43,6 +46,15 @@ type leaseStore struct {
 
 	mu     sync.RWMutex
 	mirror map[lease.OwnerHash]verified
+	kept   map[lease.OwnerHash]lease.Lease // live leases this process's lifecycle calls returned
+	maxGen uint64                          // the highest generation seen
+
+	// epoch is the dataset epoch this process knows ("" before its first
+	// call); proposal the one it stores when Redis has none. epochMu
+	// serialises the handling of a changed epoch.
+	epoch    atomic.Value
+	proposal string
+	epochMu  sync.Mutex
 }
 
 // verified is a lease as this process last learned it, and when the
@@ -55,7 +67,13 @@ type verified struct {
 
 func newLeaseStore(s *State) *leaseStore {
 	pfx := "{" + s.cfg.Namespace + ":lease}:"
-	return &leaseStore{s: s, pfx: pfx, meta: pfx + "meta", act: pfx + "act", mirror: map[lease.OwnerHash]verified{}}
+	ls := &leaseStore{s: s, pfx: pfx, meta: pfx + "meta", act: pfx + "act",
+		mirror: map[lease.OwnerHash]verified{}, kept: map[lease.OwnerHash]lease.Lease{}}
+	var b [8]byte
+	rand.Read(b[:])
+	ls.proposal = hex.EncodeToString(b[:])
+	ls.epoch.Store("")
+	return ls
 }
 
 // Leases returns the authoritative lease store, for lease.Config.Store.
@@ -75,10 +93,20 @@ func newLeaseStore(s *State) *leaseStore {
 // Config.FenceStaleness S > 0, Fence answers from leases this process
 // verified less than S ago (by its own lifecycle calls or an earlier
 // Fence) without a remote call, and asks Redis otherwise, or when the
-// answer would be a refusal; while Redis is unreachable it keeps
-// answering from those leases until they are S old, then fails closed.
-// That is safe because a connection freed at t goes to another owner only
-// at t + Config.ReleaseQuarantine.
+// answer would be a refusal; while Redis is unreachable it admits the
+// leases it verified until their local expiry (expiry − ClockSkew), then
+// fails closed. That is safe because a connection freed at t goes to
+// another owner only at t + Config.ReleaseQuarantine.
+//
+// Every script checks the dataset's epoch first: when Redis lost its data
+// (a restart without persistence, a failover to a replica without it),
+// the first call of each process that notices re-seeds the leases its
+// lifecycle calls returned and that are still live (same generation and
+// expiry, unless the owner or connection was taken meanwhile), drops its
+// fence mirror, and reports Config.OnDataLoss; new leases are refused for
+// ReleaseQuarantine after the loss is noticed, for the other processes to
+// re-seed theirs. The generation floor is raised above every generation
+// the re-seeding process saw.
 //
 // When Redis is unreachable (timeout, breaker open) every call fails with
 // a *lease.Error of CodeServiceUnavailable (503).
@@ -132,22 +160,48 @@ func parseOwner(h string) (lease.OwnerHash, error) {
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-// args returns the common script arguments for now.
+// args returns the common script arguments for now, with the dataset
+// epoch this process knows.
 func (ls *leaseStore) args(now time.Time, extra ...any) []any {
+	ep, _ := ls.epoch.Load().(string)
+	return ls.argsIn(ep, now, extra...)
+}
+
+// argsIn is args with the epoch ep.
+func (ls *leaseStore) argsIn(ep string, now time.Time, extra ...any) []any {
 	c := ls.s.cfg
 	at := ""
 	if c.CallerClock {
 		at = strconv.FormatInt(now.UnixMilli(), 10)
 	}
 	streamLen := max(c.StreamLen, 0)
-	return append([]any{at, ms(c.ReleaseQuarantine), ms(c.Retention), strconv.Itoa(streamLen)}, extra...)
+	return append([]any{at, ms(c.ReleaseQuarantine), ms(c.Retention), strconv.Itoa(streamLen), ep, ls.proposal}, extra...)
 }
 
 func (ls *leaseStore) okey(o lease.OwnerHash) string { return ls.pfx + "o:" + o.String() }
 func (ls *leaseStore) ckey(c string) string          { return ls.pfx + "c:" + c }
 
-// run evaluates script and returns its reply as strings.
-func (ls *leaseStore) run(ctx context.Context, script *redis.Script, keys []string, args []any) ([]string, error) {
+// run evaluates script at now and returns its reply as strings. A reply
+// that the dataset's epoch is not the one this process knows is handled
+// here (see adopt), and the script run again.
+func (ls *leaseStore) run(ctx context.Context, script *redis.Script, keys []string, now time.Time, extra ...any) ([]string, error) {
+	for range 4 {
+		out, err := ls.eval(ctx, script, keys, ls.args(now, extra...))
+		if err != nil {
+			return nil, err
+		}
+		if out[0] != "EPOCH" {
+			return out, nil
+		}
+		if err := ls.adopt(ctx, out[1], now); err != nil {
+			return nil, err
+		}
+	}
+	return nil, leaseFailure(&unavailableError{errDataset})
+}
+
+// eval evaluates script once.
+func (ls *leaseStore) eval(ctx context.Context, script *redis.Script, keys []string, args []any) ([]string, error) {
 	var out []string
 	err := ls.s.do(ctx, func(ctx context.Context) error {
 		v, err := script.Run(ctx, ls.s.rdb, keys, args...).StringSlice()
@@ -157,7 +211,7 @@ func (ls *leaseStore) run(ctx context.Context, script *redis.Script, keys []stri
 	if err != nil {
 		return nil, leaseFailure(err)
 	}
-	if len(out) == 0 {
+	if len(out) == 0 || out[0] == "EPOCH" && len(out) < 2 {
 		return nil, errors.New("redisstate: empty script reply")
 	}
 	return out, nil
@@ -174,7 +228,7 @@ func leaseFailure(err error) error {
 func (ls *leaseStore) Acquire(ctx context.Context, h lease.Holder, provider, connection string, ttl time.Duration, now time.Time) (lease.Lease, bool, error) {
 	out, err := ls.run(ctx, scriptAcquire,
 		[]string{ls.meta, ls.act, ls.okey(h.Owner), ls.ckey(connection)},
-		ls.args(now, h.APIKeyID, provider, ms(ttl), strconv.FormatUint(lease.MaxGeneration, 10)))
+		now, h.APIKeyID, provider, ms(ttl), strconv.FormatUint(lease.MaxGeneration, 10))
 	if err != nil {
 		return lease.Lease{}, false, err
 	}
@@ -182,7 +236,7 @@ func (ls *leaseStore) Acquire(ctx context.Context, h lease.Holder, provider, con
 	case "ACQUIRED", "REUSED":
 		l, err := decodeLease(h.Owner, out[1])
 		if err == nil {
-			ls.remember(h.Owner, l, true, now)
+			ls.keep(h.Owner, l, now)
 		}
 		return l, out[0] == "REUSED", err
 	case "OWNER_ACTIVE":
@@ -198,7 +252,7 @@ func (ls *leaseStore) Acquire(ctx context.Context, h lease.Holder, provider, con
 func (ls *leaseStore) Transition(ctx context.Context, h lease.Holder, provider, connection string, reason lease.Reason, ttl time.Duration, now time.Time) (lease.Lease, lease.Lease, error) {
 	out, err := ls.run(ctx, scriptTransition,
 		[]string{ls.meta, ls.act, ls.okey(h.Owner), ls.ckey(connection)},
-		ls.args(now, h.APIKeyID, strconv.FormatUint(h.Generation, 10), provider, ms(ttl), string(reason)))
+		now, h.APIKeyID, strconv.FormatUint(h.Generation, 10), provider, ms(ttl), string(reason))
 	if err != nil {
 		return lease.Lease{}, lease.Lease{}, err
 	}
@@ -212,7 +266,7 @@ func (ls *leaseStore) Transition(ctx context.Context, h lease.Holder, provider, 
 			return lease.Lease{}, lease.Lease{}, err
 		}
 		prev, err := decodeLease(h.Owner, out[2])
-		ls.remember(h.Owner, l, true, now)
+		ls.keep(h.Owner, l, now)
 		return l, prev, err
 	case "STALE":
 		ls.forget(h.Owner)
@@ -225,7 +279,7 @@ func (ls *leaseStore) Transition(ctx context.Context, h lease.Holder, provider, 
 
 func (ls *leaseStore) Renew(ctx context.Context, h lease.Holder, ttl time.Duration, now time.Time) (lease.Lease, error) {
 	out, err := ls.run(ctx, scriptRenew, []string{ls.meta, ls.act, ls.okey(h.Owner)},
-		ls.args(now, h.APIKeyID, strconv.FormatUint(h.Generation, 10), ms(ttl)))
+		now, h.APIKeyID, strconv.FormatUint(h.Generation, 10), ms(ttl))
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -233,7 +287,7 @@ func (ls *leaseStore) Renew(ctx context.Context, h lease.Holder, ttl time.Durati
 	case "RENEWED":
 		l, err := decodeLease(h.Owner, out[1])
 		if err == nil {
-			ls.remember(h.Owner, l, true, now)
+			ls.keep(h.Owner, l, now)
 		}
 		return l, err
 	case "STALE":
@@ -245,7 +299,7 @@ func (ls *leaseStore) Renew(ctx context.Context, h lease.Holder, ttl time.Durati
 
 func (ls *leaseStore) Release(ctx context.Context, h lease.Holder, reason lease.Reason, now time.Time) (lease.Lease, bool, error) {
 	out, err := ls.run(ctx, scriptRelease, []string{ls.meta, ls.act, ls.okey(h.Owner)},
-		ls.args(now, h.APIKeyID, strconv.FormatUint(h.Generation, 10), string(reason)))
+		now, h.APIKeyID, strconv.FormatUint(h.Generation, 10), string(reason))
 	if err != nil {
 		return lease.Lease{}, false, err
 	}
@@ -263,7 +317,7 @@ func (ls *leaseStore) Release(ctx context.Context, h lease.Holder, reason lease.
 
 func (ls *leaseStore) Invalidate(ctx context.Context, h lease.Holder, reason lease.Reason, now time.Time) (lease.Lease, error) {
 	out, err := ls.run(ctx, scriptInvalidate, []string{ls.meta, ls.act, ls.okey(h.Owner)},
-		ls.args(now, strconv.FormatUint(h.Generation, 10), string(reason)))
+		now, strconv.FormatUint(h.Generation, 10), string(reason))
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -281,7 +335,7 @@ func (ls *leaseStore) Invalidate(ctx context.Context, h lease.Holder, reason lea
 // status asks Redis for owner's live lease, and records the answer in the
 // mirror as of now.
 func (ls *leaseStore) status(ctx context.Context, owner lease.OwnerHash, now time.Time) (lease.Lease, bool, error) {
-	out, err := ls.run(ctx, scriptStatus, []string{ls.meta, ls.act, ls.okey(owner)}, ls.args(now))
+	out, err := ls.run(ctx, scriptStatus, []string{ls.meta, ls.act, ls.okey(owner)}, now)
 	if err != nil {
 		return lease.Lease{}, false, err
 	}
@@ -322,17 +376,25 @@ func (ls *leaseStore) Fence(ctx context.Context, h lease.Holder, connection stri
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	var v verified
 	if ls.s.cfg.FenceStaleness > 0 {
 		ls.mu.RLock()
-		v, ok := ls.mirror[h.Owner]
+		v = ls.mirror[h.Owner]
 		ls.mu.RUnlock()
-		if ok && v.live && now.Sub(v.at) < ls.s.cfg.FenceStaleness && now.Before(v.l.ExpiresAt) &&
+		if v.live && now.Sub(v.at) < ls.s.cfg.FenceStaleness && now.Before(v.l.ExpiresAt) &&
 			fence(&v.l, &h, connection) == nil {
 			return nil
 		}
 	}
 	l, ok, err := ls.status(ctx, h.Owner, now)
 	if err != nil {
+		// Redis is unreachable: a mirrored lease is honoured until its
+		// local expiry (its expiry less ClockSkew). Nobody can take its
+		// connection meanwhile: that needs the lease ended, and then Q.
+		if v.live && errors.Is(err, lease.ErrServiceUnavailable) &&
+			now.Before(v.l.ExpiresAt.Add(-ls.s.cfg.ClockSkew)) && fence(&v.l, &h, connection) == nil {
+			return nil
+		}
 		return err
 	}
 	if !ok {
@@ -341,8 +403,33 @@ func (ls *leaseStore) Fence(ctx context.Context, h lease.Holder, connection stri
 	return fence(&l, &h, connection)
 }
 
+// keep records a live lease a lifecycle call of this process returned:
+// in the fence mirror, and among the leases re-seeded after a lost
+// dataset.
+func (ls *leaseStore) keep(owner lease.OwnerHash, l lease.Lease, now time.Time) {
+	ls.mu.Lock()
+	if len(ls.kept) >= maxMirror {
+		for o, k := range ls.kept {
+			if !now.Before(k.ExpiresAt) {
+				delete(ls.kept, o)
+			}
+		}
+	}
+	if len(ls.kept) < maxMirror {
+		ls.kept[owner] = l
+	}
+	ls.maxGen = max(ls.maxGen, l.Generation)
+	ls.mu.Unlock()
+	ls.remember(owner, l, true, now)
+}
+
 // remember records what this process learned of owner's lease at now.
 func (ls *leaseStore) remember(owner lease.OwnerHash, l lease.Lease, live bool, now time.Time) {
+	if !live {
+		ls.mu.Lock()
+		delete(ls.kept, owner)
+		ls.mu.Unlock()
+	}
 	if ls.s.cfg.FenceStaleness <= 0 {
 		return
 	}
@@ -365,10 +452,8 @@ func (ls *leaseStore) remember(owner lease.OwnerHash, l lease.Lease, live bool, 
 }
 
 func (ls *leaseStore) forget(owner lease.OwnerHash) {
-	if ls.s.cfg.FenceStaleness <= 0 {
-		return
-	}
 	ls.mu.Lock()
+	delete(ls.kept, owner)
 	delete(ls.mirror, owner)
 	ls.mu.Unlock()
 }
@@ -378,7 +463,7 @@ func (ls *leaseStore) Owned(ctx context.Context, owner lease.OwnerHash, now time
 }
 
 func (ls *leaseStore) Occupant(ctx context.Context, connection string, now time.Time) (lease.Lease, bool, error) {
-	out, err := ls.run(ctx, scriptOccupant, []string{ls.meta, ls.act, ls.ckey(connection)}, ls.args(now))
+	out, err := ls.run(ctx, scriptOccupant, []string{ls.meta, ls.act, ls.ckey(connection)}, now)
 	if err != nil {
 		return lease.Lease{}, false, err
 	}
@@ -413,7 +498,7 @@ func pairs(out []string) ([]lease.Lease, error) {
 func (ls *leaseStore) Reconcile(ctx context.Context, now time.Time) ([]lease.Lease, error) {
 	var all []lease.Lease
 	for {
-		out, err := ls.run(ctx, scriptReconcile, []string{ls.meta, ls.act}, ls.args(now, strconv.Itoa(batch)))
+		out, err := ls.run(ctx, scriptReconcile, []string{ls.meta, ls.act}, now, strconv.Itoa(batch))
 		if err != nil {
 			return all, err
 		}
@@ -434,7 +519,7 @@ func (ls *leaseStore) Reconcile(ctx context.Context, now time.Time) ([]lease.Lea
 func (ls *leaseStore) List(ctx context.Context, now time.Time) ([]lease.Lease, error) {
 	var all []lease.Lease
 	for off := 0; ; off += batch {
-		out, err := ls.run(ctx, scriptList, []string{ls.meta, ls.act}, ls.args(now, strconv.Itoa(off), strconv.Itoa(batch)))
+		out, err := ls.run(ctx, scriptList, []string{ls.meta, ls.act}, now, strconv.Itoa(off), strconv.Itoa(batch))
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,16 @@ package redisstate
 //	ARGV[2]  release quarantine, ms
 //	ARGV[3]  retention, ms
 //	ARGV[4]  stream length (0: no events)
+//	ARGV[5]  the dataset epoch the caller knows, or "" on its first call
+//	ARGV[6]  the epoch the caller proposes when the dataset has none
+//
+// Every script first checks the epoch (field epoch of meta): when it is
+// missing (Redis lost its data, or never had any) the script stores the
+// proposal; when it differs from the caller's, the script changes nothing
+// and replies {'EPOCH', epoch}. A caller that knew an older epoch has
+// seen its dataset lost: it re-seeds the leases it holds (leaseRestore)
+// before anything else. New leases are refused until meta's hold (the
+// detection time + Q) so that holders have time to re-seed theirs.
 //
 // and further arguments of its own. Every key starts with the same hash
 // tag, so one script touches one Cluster slot; keys read from a record
@@ -123,6 +133,29 @@ local function occupant(c, now, write)
   if cv.e then return cv.o, nil, num(cv.e) end
   return cv.o, nil, nil
 end
+-- epoch checks the dataset epoch (see above) at now; it returns the
+-- reply to give instead of running the script, or nil.
+local function epoch(now)
+  local known, mine = ARGV[5], ARGV[6]
+  local e = redis.call('HGET', META, 'epoch')
+  if not e then
+    redis.call('HSET', META, 'epoch', mine)
+    e = mine
+  end
+  if e == known then return nil end
+  if known ~= '' then
+    local hold = num(redis.call('HGET', META, 'hold'))
+    if now + Q > hold then redis.call('HSET', META, 'hold', str(now + Q)) end
+  end
+  return {'EPOCH', e}
+end
+-- held returns the time until which new leases are refused after a lost
+-- dataset, or nil.
+local function held(now)
+  local hold = num(redis.call('HGET', META, 'hold'))
+  if now < hold then return hold end
+  return nil
+end
 -- busy returns the time until which c is refused to owner o, or nil.
 local function busy(c, o, now)
   local occ, l, ended = occupant(c, now, true)
@@ -133,13 +166,15 @@ local function busy(c, o, now)
 end
 `
 
-// leaseAcquire: KEYS meta act o c; ARGV[5..8] API key, provider, ttl ms,
+// leaseAcquire: KEYS meta act o c; ARGV[7..10] API key, provider, ttl ms,
 // max generation.
 const leaseAcquire = leasePrelude + `
 local O = string.sub(KEYS[3], #P + 3)
-local key, prov, ttl, maxgen = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local key, prov, ttl, maxgen = ARGV[7], ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
 local conn = string.sub(KEYS[4], #P + 3)
 local now = clock(true)
+local EP = epoch(now)
+if EP then return EP end
 local r = load(O)
 local fresh = r == nil
 if fresh then r = {m = '0', h = {}} end
@@ -155,7 +190,7 @@ if r.a then
   end
   return {'OWNER_ACTIVE'}
 end
-local b = busy(conn, O, now)
+local b = held(now) or busy(conn, O, now)
 if b then
   if changed then save(O, r, now) end
   return {'BUSY', str(b)}
@@ -186,13 +221,15 @@ event('acquire', O, r.a, now)
 return {'ACQUIRED', cjson.encode(r.a)}
 `
 
-// leaseTransition: KEYS meta act o c; ARGV[5..8] API key, generation,
-// provider, ttl ms; ARGV[9] reason.
+// leaseTransition: KEYS meta act o c; ARGV[7..10] API key, generation,
+// provider, ttl ms; ARGV[11] reason.
 const leaseTransition = leasePrelude + `
 local O = string.sub(KEYS[3], #P + 3)
 local conn = string.sub(KEYS[4], #P + 3)
-local key, gen, prov, ttl, why = ARGV[5], tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8]), ARGV[9]
+local key, gen, prov, ttl, why = ARGV[7], tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10]), ARGV[11]
 local now = clock(true)
+local EP = epoch(now)
+if EP then return EP end
 local r = load(O)
 if not r then return {'STALE'} end
 local changed = expire(O, r, now)
@@ -202,7 +239,7 @@ if not a or a.k ~= key or num(a.g) ~= gen then
   return {'STALE'}
 end
 if a.c == conn then return {'SAME', cjson.encode(a)} end
-local b = busy(conn, O, now)
+local b = held(now) or busy(conn, O, now)
 if b then return {'BUSY', str(b)} end
 local g = a.g
 local prev = finish(O, r, 'INVALIDATED', now, why, now)
@@ -214,11 +251,13 @@ event('acquire', O, r.a, now)
 return {'TRANSITIONED', cjson.encode(r.a), cjson.encode(prev)}
 `
 
-// leaseRenew: KEYS meta act o; ARGV[5..7] API key, generation, ttl ms.
+// leaseRenew: KEYS meta act o; ARGV[7..9] API key, generation, ttl ms.
 const leaseRenew = leasePrelude + `
 local O = string.sub(KEYS[3], #P + 3)
-local key, gen, ttl = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local key, gen, ttl = ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local now = clock(true)
+local EP = epoch(now)
+if EP then return EP end
 local r = load(O)
 if not r then return {'STALE'} end
 local changed = expire(O, r, now)
@@ -235,11 +274,13 @@ event('renew', O, a, now)
 return {'RENEWED', cjson.encode(a)}
 `
 
-// leaseRelease: KEYS meta act o; ARGV[5..7] API key, generation, reason.
+// leaseRelease: KEYS meta act o; ARGV[7..9] API key, generation, reason.
 const leaseRelease = leasePrelude + `
 local O = string.sub(KEYS[3], #P + 3)
-local key, gen, why = ARGV[5], tonumber(ARGV[6]), ARGV[7]
+local key, gen, why = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local now = clock(true)
+local EP = epoch(now)
+if EP then return EP end
 local r = load(O)
 if not r then return {'STALE'} end
 local changed = expire(O, r, now)
@@ -262,11 +303,13 @@ end
 return {'STALE'}
 `
 
-// leaseInvalidate: KEYS meta act o; ARGV[5..6] generation, reason.
+// leaseInvalidate: KEYS meta act o; ARGV[7..8] generation, reason.
 const leaseInvalidate = leasePrelude + `
 local O = string.sub(KEYS[3], #P + 3)
-local gen, why = tonumber(ARGV[5]), ARGV[6]
+local gen, why = tonumber(ARGV[7]), ARGV[8]
 local now = clock(true)
+local EP = epoch(now)
+if EP then return EP end
 local r = load(O)
 if not r then return {'STALE'} end
 local changed = expire(O, r, now)
@@ -284,6 +327,8 @@ return {'INVALIDATED', cjson.encode(l)}
 const leaseStatus = leasePrelude + `
 local O = string.sub(KEYS[3], #P + 3)
 local now = clock(false)
+local EP = epoch(now)
+if EP then return EP end
 local a = live(load(O), now)
 if not a then return {'NONE'} end
 return {'ACTIVE', cjson.encode(a)}
@@ -293,17 +338,21 @@ return {'ACTIVE', cjson.encode(a)}
 const leaseOccupant = leasePrelude + `
 local conn = string.sub(KEYS[3], #P + 3)
 local now = clock(false)
+local EP = epoch(now)
+if EP then return EP end
 local occ, l = occupant(conn, now, false)
 if not l then return {'NONE'} end
 return {'ACTIVE', cjson.encode(l), occ}
 `
 
-// leaseReconcile: KEYS meta act; ARGV[5] batch size. Ends expired leases
+// leaseReconcile: KEYS meta act; ARGV[7] batch size. Ends expired leases
 // and returns {count, lease, owner, lease, owner, ...}.
 const leaseReconcile = leasePrelude + `
 local now = clock(true)
+local EP = epoch(now)
+if EP then return EP end
 local out = {'0'}
-local owners = redis.call('ZRANGEBYSCORE', ACT, '-inf', str(now), 'LIMIT', 0, tonumber(ARGV[5]))
+local owners = redis.call('ZRANGEBYSCORE', ACT, '-inf', str(now), 'LIMIT', 0, tonumber(ARGV[7]))
 local n = 0
 for _, o in ipairs(owners) do
   local r = load(o)
@@ -321,11 +370,13 @@ out[1] = tostring(#owners)
 return out
 `
 
-// leaseList (read only): KEYS meta act; ARGV[5] offset, ARGV[6] batch
+// leaseList (read only): KEYS meta act; ARGV[7] offset, ARGV[8] batch
 // size. Returns {scanned, lease, owner, ...} for the live leases.
 const leaseList = leasePrelude + `
 local now = clock(false)
-local owners = redis.call('ZRANGEBYSCORE', ACT, '(' .. str(now), '+inf', 'LIMIT', tonumber(ARGV[5]), tonumber(ARGV[6]))
+local EP = epoch(now)
+if EP then return EP end
+local owners = redis.call('ZRANGEBYSCORE', ACT, '(' .. str(now), '+inf', 'LIMIT', tonumber(ARGV[7]), tonumber(ARGV[8]))
 local out = {tostring(#owners)}
 for _, o in ipairs(owners) do
   local a = live(load(o), now)
@@ -335,4 +386,43 @@ for _, o in ipairs(owners) do
   end
 end
 return out
+`
+
+// leaseRestore: KEYS meta act; ARGV[7] a generation floor, ARGV[8..]
+// pairs of owner hex and lease. Re-seeds leases a replica held before its
+// dataset was lost: each one still live at now whose owner has no live
+// lease and whose connection is free to it is stored as it was (same
+// generation and expiry). Returns {'RESTORED', restored, conflicts}.
+const leaseRestore = leasePrelude + `
+local now = clock(true)
+local EP = epoch(now)
+if EP then return EP end
+local floor = math.max(num(redis.call('HGET', META, 'floor')), num(ARGV[7]))
+local gmax = math.max(num(redis.call('HGET', META, 'gmax')), floor)
+redis.call('HSET', META, 'floor', str(floor), 'gmax', str(gmax))
+local n, bad = 0, 0
+for i = 8, #ARGV - 1, 2 do
+  local o, l = ARGV[i], cjson.decode(ARGV[i + 1])
+  if num(l.x) > now then
+    local r = load(o)
+    if not r then r = {m = '0', h = {}} end
+    expire(o, r, now)
+    local a = live(r, now)
+    if a then
+      if not (a.c == l.c and a.g == l.g) then bad = bad + 1 end
+    elseif busy(l.c, o, now) then
+      bad = bad + 1
+    else
+      r.m = str(math.max(num(r.m), num(l.g)))
+      r.a = l
+      save(o, r, now)
+      setconn(l.c, o, nil, now, num(l.x))
+      redis.call('ZADD', ACT, num(l.x), o)
+      if num(l.g) > gmax then gmax = num(l.g) redis.call('HSET', META, 'gmax', str(gmax)) end
+      event('restore', o, l, now)
+      n = n + 1
+    end
+  end
+end
+return {'RESTORED', tostring(n), tostring(bad)}
 `

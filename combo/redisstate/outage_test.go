@@ -76,7 +76,7 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // TestFenceMirror: with FenceStaleness, a lease verified less than S ago
 // admits without a remote call, an older one is asked again, a refusal is
 // always re-checked, and during an outage the mirror admits until the
-// lease is S old, then fails closed.
+// lease's local expiry, then fails closed.
 func TestFenceMirror(t *testing.T) {
 	mr, rdb := newMini(t)
 	var cmds atomic.Int32
@@ -111,7 +111,11 @@ func TestFenceMirror(t *testing.T) {
 	fence("S old", h, 1600*time.Millisecond, nil, 1)
 	mr.Close()
 	fence("outage, verified at T0+1.6s", h, 2500*time.Millisecond, nil, 0)
-	fence("outage, S old", h, 2600*time.Millisecond, lease.ErrServiceUnavailable, 1)
+	// Redis is asked, fails, and the mirrored lease is honoured until its
+	// local expiry: T0+1min less the 500 ms ClockSkew.
+	fence("outage, S old", h, 2600*time.Millisecond, nil, 1)
+	fence("outage, before local expiry", h, time.Minute-501*time.Millisecond, nil, 1)
+	fence("outage, local expiry", h, time.Minute-500*time.Millisecond, lease.ErrServiceUnavailable, 1)
 }
 
 // TestFenceMirrorNeedsQuarantine: S > 0 without Q ≥ S + skew is refused.

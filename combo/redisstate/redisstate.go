@@ -98,6 +98,14 @@ type Config struct {
 	// of the package held. It must not block.
 	OnDegraded func(degraded bool)
 
+	// OnDataLoss, if set, is called when a lease call finds that Redis
+	// lost the lease dataset (restarted empty, or failed over to a
+	// replica without it), after this process re-seeded the leases it
+	// holds; on the goroutine of that call, without a lock of the package
+	// held. New leases are refused for ReleaseQuarantine after the loss is
+	// noticed, so that other processes can re-seed theirs.
+	OnDataLoss func(DataLoss)
+
 	// Now is the clock of the breaker and of slot holders' fallbacks.
 	// Default time.Now.
 	Now func() time.Time
@@ -228,7 +236,7 @@ func (s *State) do(ctx context.Context, fn func(ctx context.Context) error) erro
 		s.setDegraded(true)
 		return &unavailableError{err}
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, s.callTimeout(ctx))
 	defer cancel()
 	err = s.call(cctx, fn)
 	switch {

@@ -10,43 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/routeguard/routeguard/queue/slotstore"
 )
-
-// SlotStore holds per-connection concurrency slots shared by every
-// process that uses it: at most limit holders per connection at any time.
-// A slot lives for the store's TTL from its last acquire or renewal;
-// an expired slot is reclaimed by the next acquire on its connection.
-// Waiting (FIFO, depth, timeouts) is the caller's business, locally.
-//
-// Package slottest holds the conformance suite a SlotStore must pass.
-type SlotStore interface {
-	// TryAcquire takes a slot of conn for holder when fewer than limit
-	// live holders have one, and reports whether it did, how many live
-	// holders conn has after the call, and, when refused, when the
-	// earliest of them expires. It is idempotent: a holder that already
-	// has a slot keeps it (renewed). A limit ≤ 0 is refused with
-	// ErrInvalidConfig.
-	TryAcquire(ctx context.Context, conn string, limit int, holder string, now time.Time) (ok bool, held int, retryAt time.Time, err error)
-
-	// Release frees holder's slot of conn; releasing a slot that is not
-	// held is harmless.
-	Release(ctx context.Context, conn, holder string, now time.Time) error
-
-	// Renew extends every slot of held for another TTL, and returns the
-	// ones that were no longer held (expired and reclaimed, or released).
-	// A lost slot's request should be cancelled.
-	Renew(ctx context.Context, held []Slot, now time.Time) (lost []Slot, err error)
-}
-
-// Slot is one holder's slot of one connection.
-type Slot struct {
-	Conn, Holder string
-}
-
-// NewMemorySlots returns the in-memory SlotStore of one process, with
-// slots that live ttl (default 15 s when ttl ≤ 0). It is the reference
-// implementation, and the fallback of [State.Slots] during an outage.
-func NewMemorySlots(ttl time.Duration) SlotStore { return newMemorySlots(ttl) }
 
 func newMemorySlots(ttl time.Duration) *memorySlots {
 	if ttl <= 0 {
@@ -62,7 +28,7 @@ type memorySlots struct {
 }
 
 func errLimit(limit int) error {
-	return fmt.Errorf("%w: slot limit %d", ErrInvalidConfig, limit)
+	return fmt.Errorf("%w: %w: %d", ErrInvalidConfig, slotstore.ErrInvalidLimit, limit)
 }
 
 // purge drops conn's holders expired at now; it requires m.mu.
@@ -122,13 +88,13 @@ func (m *memorySlots) Release(ctx context.Context, conn, holder string, now time
 	return nil
 }
 
-func (m *memorySlots) Renew(ctx context.Context, held []Slot, now time.Time) ([]Slot, error) {
+func (m *memorySlots) Renew(ctx context.Context, held []slotstore.Slot, now time.Time) ([]slotstore.Slot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var lost []Slot
+	var lost []slotstore.Slot
 	for _, s := range held {
 		hs := m.purge(s.Conn, now)
 		if _, ok := hs[s.Holder]; !ok {
@@ -195,14 +161,40 @@ var (
 	scriptSlotRenew   = redis.NewScript(slotRenew)
 )
 
-// redisSlots is the SlotStore of [State.Slots].
+// redisSlots is the slotstore.Store of [State.Slots].
 type redisSlots struct {
 	s     *State
 	local *memorySlots // the fallback during an outage
+
+	mu  sync.Mutex
+	exp map[slotstore.Slot]time.Time // remote slots held: the expiry of their last confirmed acquire or renewal
 }
 
 func newRedisSlots(s *State) *redisSlots {
-	return &redisSlots{s: s, local: newMemorySlots(s.cfg.SlotTTL)}
+	return &redisSlots{s: s, local: newMemorySlots(s.cfg.SlotTTL), exp: map[slotstore.Slot]time.Time{}}
+}
+
+// confirm records that sl was acquired or renewed at now.
+func (rs *redisSlots) confirm(sl slotstore.Slot, now time.Time) {
+	rs.mu.Lock()
+	rs.exp[sl] = now.Add(rs.s.cfg.SlotTTL)
+	rs.mu.Unlock()
+}
+
+// expired drops and returns the slots of held whose last confirmed expiry,
+// less ClockSkew, has passed at now: after a failed renewal they are lost
+// for sure, or soon, and another process may take them.
+func (rs *redisSlots) expired(held []slotstore.Slot, now time.Time) []slotstore.Slot {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var lost []slotstore.Slot
+	for _, sl := range held {
+		if exp, ok := rs.exp[sl]; ok && !now.Before(exp.Add(-rs.s.cfg.ClockSkew)) {
+			delete(rs.exp, sl)
+			lost = append(lost, sl)
+		}
+	}
+	return lost
 }
 
 // Slots returns the shared concurrency slot store: one sorted set per
@@ -214,11 +206,13 @@ func newRedisSlots(s *State) *redisSlots {
 // the same limit (each process then enforces the cap on its own), or,
 // with Config.FailClosed, refuses with an error matching ErrUnavailable;
 // Degraded reports it. Slots granted locally are released and renewed
-// locally.
+// locally. A renewal that fails also reports as lost the slots whose last
+// confirmed expiry (less ClockSkew) has passed, so that their requests
+// are cancelled before another process can take them.
 //
 // Holder ids should be unique per attempt across the fleet, for example
 // [State.Holder].
-func (s *State) Slots() SlotStore { return s.slots }
+func (s *State) Slots() slotstore.Store { return s.slots }
 
 // Holder returns a slot holder id for attempt, unique across the fleet
 // when attempt is unique in this process: "<replica>:<attempt>".
@@ -258,6 +252,9 @@ func (rs *redisSlots) TryAcquire(ctx context.Context, conn string, limit int, ho
 	}
 	ok, _ := out[0].(int64)
 	held, _ := out[1].(int64)
+	if ok == 1 {
+		rs.confirm(slotstore.Slot{Conn: conn, Holder: holder}, now)
+	}
 	var retry time.Time
 	if ok == 0 {
 		if f, err := strconv.ParseFloat(fmt.Sprint(out[2]), 64); err == nil && f > 0 {
@@ -271,15 +268,18 @@ func (rs *redisSlots) Release(ctx context.Context, conn, holder string, now time
 	if rs.local.holds(conn, holder) {
 		return rs.local.Release(ctx, conn, holder, now)
 	}
+	rs.mu.Lock()
+	delete(rs.exp, slotstore.Slot{Conn: conn, Holder: holder})
+	rs.mu.Unlock()
 	return rs.s.do(ctx, func(ctx context.Context) error {
 		return rs.s.rdb.ZRem(ctx, rs.key(conn), holder).Err()
 	})
 }
 
-func (rs *redisSlots) Renew(ctx context.Context, held []Slot, now time.Time) ([]Slot, error) {
+func (rs *redisSlots) Renew(ctx context.Context, held []slotstore.Slot, now time.Time) ([]slotstore.Slot, error) {
 	byConn := map[string][]any{}
 	var order []string
-	var local []Slot
+	var local []slotstore.Slot
 	for _, sl := range held {
 		if rs.local.holds(sl.Conn, sl.Holder) {
 			local = append(local, sl)
@@ -316,16 +316,40 @@ func (rs *redisSlots) Renew(ctx context.Context, held []Slot, now time.Time) ([]
 		return err
 	})
 	if err != nil {
-		return lost, err
+		var remote []slotstore.Slot
+		for _, sl := range held {
+			if _, ok := byConn[sl.Conn]; ok && !rs.local.holds(sl.Conn, sl.Holder) {
+				remote = append(remote, sl)
+			}
+		}
+		return append(lost, rs.expired(remote, now)...), err
 	}
+	var gone map[slotstore.Slot]bool
 	for i, conn := range order {
 		hs, err := cmds[i].StringSlice()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return lost, err
 		}
 		for _, h := range hs {
-			lost = append(lost, Slot{Conn: conn, Holder: h})
+			sl := slotstore.Slot{Conn: conn, Holder: h}
+			lost = append(lost, sl)
+			if gone == nil {
+				gone = map[slotstore.Slot]bool{}
+			}
+			gone[sl] = true
 		}
 	}
+	rs.mu.Lock()
+	for conn, args := range byConn {
+		for _, h := range args[2:] {
+			sl := slotstore.Slot{Conn: conn, Holder: h.(string)}
+			if gone[sl] {
+				delete(rs.exp, sl)
+			} else {
+				rs.exp[sl] = now.Add(rs.s.cfg.SlotTTL)
+			}
+		}
+	}
+	rs.mu.Unlock()
 	return lost, nil
 }

@@ -8,14 +8,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/routeguard/routeguard/combo/redisstate"
-	"github.com/routeguard/routeguard/combo/redisstate/slottest"
+	"github.com/routeguard/routeguard/queue/queuetest"
+	"github.com/routeguard/routeguard/queue/slotstore"
 )
 
-func slotStores(t *testing.T, n int, client func(t *testing.T) redis.UniversalClient) []redisstate.SlotStore {
+func slotStores(t *testing.T, n int, client func(t *testing.T) redis.UniversalClient) []slotstore.Store {
 	ns := namespace()
-	out := make([]redisstate.SlotStore, n)
+	out := make([]slotstore.Store, n)
 	for i := range out {
-		out[i] = newState(t, client(t), redisstate.Config{Namespace: ns, CallerClock: true, SlotTTL: slottest.TTL}).Slots()
+		out[i] = newState(t, client(t), redisstate.Config{Namespace: ns, CallerClock: true, SlotTTL: queuetest.TTL, Timeout: slowLua}).Slots()
 	}
 	return out
 }
@@ -23,7 +24,7 @@ func slotStores(t *testing.T, n int, client func(t *testing.T) redis.UniversalCl
 // TestSlotsMiniredis runs the slot conformance suite on miniredis, each
 // client its own connection pool.
 func TestSlotsMiniredis(t *testing.T) {
-	slottest.Run(t, func(t *testing.T, n int) []redisstate.SlotStore {
+	queuetest.RunSlots(t, func(t *testing.T, n int) []slotstore.Store {
 		mr, _ := newMini(t)
 		return slotStores(t, n, func(t *testing.T) redis.UniversalClient {
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
@@ -36,7 +37,7 @@ func TestSlotsMiniredis(t *testing.T) {
 // TestSlotsRedis runs the suite on a real redis-server, across three
 // clients.
 func TestSlotsRedis(t *testing.T) {
-	slottest.Run(t, func(t *testing.T, n int) []redisstate.SlotStore {
+	queuetest.RunSlots(t, func(t *testing.T, n int) []slotstore.Store {
 		return slotStores(t, n, func(t *testing.T) redis.UniversalClient { return newReal(t) })
 	})
 }
@@ -48,7 +49,7 @@ func TestSlotsFallBackToLocalCaps(t *testing.T) {
 	var hook []bool
 	st := newState(t, rdb, redisstate.Config{CallerClock: true, OnDegraded: func(d bool) { hook = append(hook, d) }})
 	sl := st.Slots()
-	now := slottest.T0
+	now := queuetest.T0
 	if ok, _, _, err := sl.TryAcquire(bg, "c1", 1, "remote", now); !ok || err != nil {
 		t.Fatalf("remote acquire = %v, %v", ok, err)
 	}
@@ -60,7 +61,7 @@ func TestSlotsFallBackToLocalCaps(t *testing.T) {
 	if ok, _, _, _ := sl.TryAcquire(bg, "c1", 1, "b", now); ok {
 		t.Fatalf("local cap 1 granted a second slot")
 	}
-	if lost, err := sl.Renew(bg, []redisstate.Slot{{Conn: "c1", Holder: "a"}}, now); err != nil || len(lost) != 0 {
+	if lost, err := sl.Renew(bg, []slotstore.Slot{{Conn: "c1", Holder: "a"}}, now); err != nil || len(lost) != 0 {
 		t.Fatalf("local Renew = %v, %v", lost, err)
 	}
 	if err := sl.Release(bg, "c1", "a", now); err != nil {
@@ -86,7 +87,7 @@ func TestSlotsFailClosed(t *testing.T) {
 	mr, rdb := newMini(t)
 	st := newState(t, rdb, redisstate.Config{CallerClock: true, FailClosed: true})
 	mr.Close()
-	ok, _, _, err := st.Slots().TryAcquire(bg, "c1", 1, "a", slottest.T0)
+	ok, _, _, err := st.Slots().TryAcquire(bg, "c1", 1, "a", queuetest.T0)
 	if ok || !errors.Is(err, redisstate.ErrUnavailable) {
 		t.Fatalf("TryAcquire = %v, %v; want ErrUnavailable", ok, err)
 	}

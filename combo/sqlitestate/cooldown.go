@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/routeguard/routeguard"
 	"github.com/routeguard/routeguard/cooldown"
@@ -13,23 +14,31 @@ import (
 //
 //	cd := cooldown.New(cooldown.Config{Store: st.Cooldowns()})
 //
-// It is an in-memory store (cooldown.NewMemoryStore) restored from the file
-// by Open, so every read (Tracker.StatusAt, CheckAt) is a map lookup with no
-// SQL. Every change the Tracker makes through Update, and every entry a
-// sweep drops, is queued in the outbox and written by Run. Restored entries
-// keep their absolute times: a connection cooling until T is cooling until
-// T after a restart, a terminal connection stays terminal, and an entry
-// with nothing live left (not terminal, its cooldown and request-rejected
-// episode over) is not restored, so such a connection restarts at backoff
-// level 0.
+// It is an in-memory store restored from the file by Open, so every read
+// (Tracker.StatusAt, CheckAt) is a map lookup with no SQL. Every change
+// the Tracker makes through Update, and every entry a sweep drops, is
+// queued in the outbox and written by Run. Restored entries keep their
+// absolute times: a connection cooling until T is cooling until T after a
+// restart, a terminal connection stays terminal, and an entry with nothing
+// live left (not terminal, its cooldown and request-rejected episode over)
+// is not restored, so such a connection restarts at backoff level 0.
 func (s *State) Cooldowns() cooldown.Store { return s.cooldowns }
 
-// cooldownStore wraps the in-memory store and reports its writes to the
-// outbox.
+// cooldownShards is the number of shards of the cooldown store: a read
+// takes one shard's read lock.
+const cooldownShards = 64
+
+// cooldownStore is a sharded map of entries that reports its writes to the
+// outbox. A Load copies the entry once, and only when there is one.
 type cooldownStore struct {
-	inner cooldown.Store
-	sw    cooldown.Sweeper
-	ob    *outbox
+	shards [cooldownShards]cooldownShard
+	ob     *outbox
+}
+
+type cooldownShard struct {
+	mu sync.RWMutex
+	m  map[string]*cooldown.Entry
+	_  [40]byte // keeps shards on separate cache lines
 }
 
 var (
@@ -38,53 +47,125 @@ var (
 )
 
 func newCooldownStore(ob *outbox) *cooldownStore {
-	mem := cooldown.NewMemoryStore()
-	return &cooldownStore{inner: mem, sw: mem.(cooldown.Sweeper), ob: ob}
+	c := &cooldownStore{ob: ob}
+	for i := range c.shards {
+		c.shards[i].m = map[string]*cooldown.Entry{}
+	}
+	return c
+}
+
+// shard picks conn's shard by an FNV-1a hash of its id.
+func (c *cooldownStore) shard(conn string) *cooldownShard {
+	h := uint32(2166136261)
+	for i := 0; i < len(conn); i++ {
+		h = (h ^ uint32(conn[i])) * 16777619
+	}
+	return &c.shards[h%cooldownShards]
 }
 
 // Load implements cooldown.Store. It reads memory only.
-func (c *cooldownStore) Load(conn string) (cooldown.Entry, bool) { return c.inner.Load(conn) }
+func (c *cooldownStore) Load(conn string) (cooldown.Entry, bool) {
+	sh := c.shard(conn)
+	sh.mu.RLock()
+	p := sh.m[conn]
+	if p == nil {
+		sh.mu.RUnlock()
+		return cooldown.Entry{}, false
+	}
+	e := *p
+	sh.mu.RUnlock()
+	return e, true
+}
 
-// Range implements cooldown.Store.
-func (c *cooldownStore) Range(fn func(string, cooldown.Entry) bool) { c.inner.Range(fn) }
-
-// Update implements cooldown.Store: it queues the entry as fn leaves it
-// (or its deletion), unless fn changed nothing. The queueing happens under
-// the inner store's lock of conn, so the outbox sees the changes of one
-// connection in the order they were made.
-func (c *cooldownStore) Update(conn string, fn func(e *cooldown.Entry, found bool) bool) {
-	c.inner.Update(conn, func(e *cooldown.Entry, found bool) bool {
-		before := *e
-		keep := fn(e, found)
-		switch {
-		case keep && found && *e == before:
-		case keep:
-			c.ob.put(okey{kindCooldown, conn}, op{val: *e})
-		case found:
-			c.ob.put(okey{kindCooldown, conn}, op{del: true})
+// Range implements cooldown.Store. fn runs on a copy of each entry, with
+// no lock held.
+func (c *cooldownStore) Range(fn func(string, cooldown.Entry) bool) {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		type kv struct {
+			conn string
+			e    cooldown.Entry
 		}
-		return keep
-	})
+		list := make([]kv, 0, len(sh.m))
+		for conn, p := range sh.m {
+			list = append(list, kv{conn, *p})
+		}
+		sh.mu.RUnlock()
+		for _, x := range list {
+			if !fn(x.conn, x.e) {
+				return
+			}
+		}
+	}
+}
+
+// Update implements cooldown.Store: it runs fn under conn's shard lock and
+// queues the entry as fn leaves it (or its deletion), unless fn changed
+// nothing. The queueing happens under that lock, so the outbox sees the
+// changes of one connection in the order they were made.
+func (c *cooldownStore) Update(conn string, fn func(e *cooldown.Entry, found bool) bool) {
+	sh := c.shard(conn)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p, found := sh.m[conn]
+	var e cooldown.Entry
+	if found {
+		e = *p
+	}
+	keep := fn(&e, found)
+	switch {
+	case keep && found && e == *p:
+	case keep:
+		if !found {
+			p = new(cooldown.Entry)
+			sh.m[conn] = p
+		}
+		*p = e
+		c.ob.put(okey{kindCooldown, conn}, op{val: e})
+	case found:
+		delete(sh.m, conn)
+		c.ob.put(okey{kindCooldown, conn}, op{del: true})
+	}
 }
 
 // Len implements cooldown.Sweeper.
-func (c *cooldownStore) Len() int { return c.sw.Len() }
+func (c *cooldownStore) Len() int {
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	return n
+}
 
 // Sweep implements cooldown.Sweeper; dropped entries are deleted from the
 // file too.
 func (c *cooldownStore) Sweep(drop func(conn string, e *cooldown.Entry) bool) int {
-	return c.sw.Sweep(func(conn string, e *cooldown.Entry) bool {
-		if drop(conn, e) {
-			c.ob.put(okey{kindCooldown, conn}, op{del: true})
-			return true
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for conn, p := range sh.m {
+			if drop(conn, p) {
+				delete(sh.m, conn)
+				c.ob.put(okey{kindCooldown, conn}, op{del: true})
+				n++
+			}
 		}
-		return false
-	})
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // restore puts an entry read from the file into memory, without queueing.
 func (c *cooldownStore) restore(conn string, e cooldown.Entry) {
-	c.inner.Update(conn, func(dst *cooldown.Entry, _ bool) bool { *dst = e; return true })
+	sh := c.shard(conn)
+	sh.mu.Lock()
+	sh.m[conn] = &e
+	sh.mu.Unlock()
 }
 
 // never is the expires_at of a row that only an explicit reset ends.

@@ -10,8 +10,9 @@
 //	cd := cooldown.New(cooldown.Config{Store: st.Cooldowns()}) // written behind
 //	pins := affinity.New(affinity.Config{TTL: time.Hour, Store: st.Pins()})
 //	set := breaker.NewSet(breaker.Config{OnChange: st.OnBreakerChange})
+//	gate := breaker.NewGate(breaker.GateConfig{Enabled: true, OnChange: st.OnGateChange})
 //	lk := lockout.New(lockout.Config{Enabled: true, OnChange: st.OnLockoutChange})
-//	err = st.Restore(sqlitestate.Layers{Breakers: set, Lockouts: lk}, time.Now())
+//	err = st.Restore(sqlitestate.Layers{Breakers: set, Gate: gate, Lockouts: lk}, time.Now())
 //	go st.Run(ctx)                                             // the one writer
 //
 // # Two kinds of state
@@ -23,30 +24,44 @@
 // per connection and per owner; owners are stored as SHA-256 digests only;
 // and generations stay monotonic per owner across restarts, because each
 // owner's highest generation, and the generation floor of forgotten owners,
-// are kept in the file. A lease read (Fence, Occupant) is one indexed query.
+// are kept in the file. Fence and Owned are one indexed query each;
+// Occupant, which a router asks for every candidate connection, reads an
+// in-memory mirror of the file's active leases that every lease write
+// updates after its commit (the process that opened the file is the only
+// writer of its leases).
 //
 // Cooldowns, terminal connection states, session pins, breaker states and
-// model lockouts are efficiency state: a stale value costs an extra failed
-// call, not a wrong answer. The layers keep reading their own memory (no SQL
-// on a status check, a pin lookup, a breaker or lockout check); their
-// changes reach the file through the cooldown and affinity stores
-// (State.Cooldowns, State.Pins: in-memory stores that queue every write) and
-// the OnChange hooks of breaker and lockout (State.OnBreakerChange,
-// State.OnLockoutChange). Each change goes into a bounded outbox that keeps
-// one pending row per key (a later change of the key replaces it), and Run,
-// the one writer, writes the outbox in batches every Options.FlushInterval.
-// The hooks and stores never block and never touch the file.
+// counts, the window gate's entries and model lockouts are efficiency
+// state: a stale value costs an extra failed call, not a wrong answer. The
+// layers keep reading their own memory (no SQL on a status check, a pin
+// lookup, a breaker, gate or lockout check); their changes reach the file
+// through the cooldown and affinity stores (State.Cooldowns, State.Pins:
+// in-memory stores that queue every write) and the OnChange hooks of
+// breaker, gate and lockout (State.OnBreakerChange, State.OnGateChange,
+// State.OnLockoutChange). The failure counts of breakers and gate entries
+// also change without a transition (a failure below a threshold); the
+// writer reads them from the Set and Gate handed to Restore, in memory, at
+// every flush, and queues those that changed. Each change goes into a
+// bounded outbox that keeps one pending row per key (a later change of
+// the key replaces it), and Run, the one writer, writes the outbox in
+// batches every Options.FlushInterval. The hooks and stores never block
+// and never touch the file.
 //
 // # Restoring
 //
 // Open loads the cooldowns and pins that are still live at Options.Clock's
-// now into the stores it returns; State.Restore puts breakers and lockouts
-// back into the layers. Everything keeps its absolute times: a connection
-// cooling until T still cools until T, a terminal connection stays terminal,
-// an open breaker stays open for what was left of its open period, a model
-// lock ends when it would have. What has expired by then is dropped. Failure
-// counters that are not part of a decision (a connection's backoff level
-// once its cooldown is over, a lock's failure count) start again.
+// now into the stores it returns; State.Restore puts breakers, gate entries
+// and lockouts back into the layers. Everything keeps its absolute times: a
+// connection cooling until T still cools until T, a terminal connection
+// stays terminal, an open breaker stays open for what was left of its open
+// period, a provider the gate cools stays cooling until its recorded end, a
+// model lock ends when it would have. The counts that decide the next
+// answer come back too: a breaker one failure below its threshold (or a
+// kind's) opens on the next failure, a gate connection's cooldown keeps
+// escalating, a model lock's next failure escalates from its level. What
+// has expired by then is dropped. A connection's backoff level once its
+// cooldown is over, and a gate provider's failures spread over its window
+// (they come back as if they all happened at the last one), start again.
 //
 // # What a crash can lose
 //
@@ -60,9 +75,6 @@
 // Close writes everything pending, so a clean stop loses nothing. The outbox
 // drops changes of new keys beyond Options.MaxPending (counted in
 // Stats.Dropped), which only happens when Run is not running.
-//
-// The window gate of package breaker is not persisted: breaker.Gate offers
-// no way to put state back.
 //
 // # The file
 //

@@ -31,9 +31,15 @@ import (
 // forgets an owner its generation raises the file's generation floor, so a
 // generation is never handed out twice, across restarts included.
 //
-// Reads (Fence, Owned, Occupant, List) are single queries on separate
-// query-only connections; they run concurrently with each other and with
-// a write.
+// Fence, Owned and List are single queries on separate query-only
+// connections; they run concurrently with each other and with a write.
+// Occupant, which a router's eligibility check asks for every candidate
+// connection of every request, reads an in-memory mirror of the file's
+// active leases that each write updates after its commit (and Open loads),
+// so it runs no SQL. The mirror sees the leases this process wrote: one
+// process serves from a file (its efficiency state is per process too);
+// another that opens the same file is kept from granting a second lease
+// by the schema, not by this process's Occupant.
 func (s *State) Leases() lease.Store { return s.leases }
 
 // leaseCols is the column list every lease query returns.
@@ -46,7 +52,7 @@ const storeNow = `max(?1, (SELECT value FROM meta WHERE name = 'clock'))`
 var leaseSQL = struct {
 	observe, expireTouched, activeByOwner, activeByConn, maxGen, insert, genTouch,
 	renew, end, newest, reconcile, renewInPlace string
-	fence, owned, occupant, list string
+	fence, owned, active, list string
 }{
 	observe:       `UPDATE meta SET value = max(value, ?1) WHERE name = 'clock' RETURNING value`,
 	expireTouched: `UPDATE leases SET state = 'EXPIRED', ended_at = expires_at, end_reason = 'TTL_EXPIRED' WHERE state = 'ACTIVE' AND expires_at <= ?1 AND (owner_hash = ?2 OR connection_id = ?3)`,
@@ -66,10 +72,10 @@ var leaseSQL = struct {
 	newest:    `SELECT ` + leaseCols + ` FROM leases WHERE owner_hash = ?1 AND generation = ?2 ORDER BY id DESC LIMIT 1`,
 	reconcile: `UPDATE leases SET state = 'EXPIRED', ended_at = expires_at, end_reason = 'TTL_EXPIRED' WHERE state = 'ACTIVE' AND expires_at <= ?1 RETURNING ` + leaseCols,
 
-	fence:    `SELECT generation, api_key_id, connection_id FROM leases WHERE owner_hash = ?2 AND state = 'ACTIVE' AND expires_at > ` + storeNow,
-	owned:    `SELECT ` + leaseCols + ` FROM leases WHERE owner_hash = ?2 AND state = 'ACTIVE' AND expires_at > ` + storeNow,
-	occupant: `SELECT ` + leaseCols + ` FROM leases WHERE connection_id = ?2 AND state = 'ACTIVE' AND expires_at > ` + storeNow,
-	list:     `SELECT ` + leaseCols + ` FROM leases WHERE state = 'ACTIVE' AND expires_at > ` + storeNow + ` ORDER BY connection_id`,
+	fence:  `SELECT generation, api_key_id, connection_id FROM leases WHERE owner_hash = ?2 AND state = 'ACTIVE' AND expires_at > ` + storeNow,
+	owned:  `SELECT ` + leaseCols + ` FROM leases WHERE owner_hash = ?2 AND state = 'ACTIVE' AND expires_at > ` + storeNow,
+	active: `SELECT ` + leaseCols + ` FROM leases WHERE state = 'ACTIVE'`,
+	list:   `SELECT ` + leaseCols + ` FROM leases WHERE state = 'ACTIVE' AND expires_at > ` + storeNow + ` ORDER BY connection_id`,
 }
 
 // TTL bounds of lease.Config.TTL, applied again here as the memory store
@@ -92,7 +98,12 @@ type leaseStore struct {
 		observe, expireTouched, activeByOwner, activeByConn, maxGen, insert, genTouch,
 		renew, end, newest, reconcile, renewInPlace *sql.Stmt
 	}
-	r struct{ fence, owned, occupant, list *sql.Stmt }
+	r struct{ fence, owned, list *sql.Stmt }
+
+	// occ mirrors the file's active leases by connection, for Occupant:
+	// the router asks it for every candidate connection of every request,
+	// so it reads memory. It is changed only under s.wmu, after a commit.
+	occ occupancy
 }
 
 var _ lease.Store = (*leaseStore)(nil)
@@ -119,7 +130,7 @@ func (ls *leaseStore) prepare() error {
 		{wdb, &w.maxGen, q.maxGen}, {wdb, &w.insert, q.insert}, {wdb, &w.genTouch, q.genTouch},
 		{wdb, &w.renew, q.renew}, {wdb, &w.end, q.end}, {wdb, &w.newest, q.newest},
 		{wdb, &w.reconcile, q.reconcile}, {wdb, &w.renewInPlace, q.renewInPlace},
-		{rdb, &r.fence, q.fence}, {rdb, &r.owned, q.owned}, {rdb, &r.occupant, q.occupant}, {rdb, &r.list, q.list},
+		{rdb, &r.fence, q.fence}, {rdb, &r.owned, q.owned}, {rdb, &r.list, q.list},
 	} {
 		if err := prep(p.db, p.dst, p.q); err != nil {
 			return err
@@ -133,7 +144,7 @@ func (ls *leaseStore) close() error {
 	for _, st := range []*sql.Stmt{
 		ls.w.observe, ls.w.expireTouched, ls.w.activeByOwner, ls.w.activeByConn, ls.w.maxGen, ls.w.insert,
 		ls.w.genTouch, ls.w.renew, ls.w.end, ls.w.newest, ls.w.reconcile, ls.w.renewInPlace,
-		ls.r.fence, ls.r.owned, ls.r.occupant, ls.r.list,
+		ls.r.fence, ls.r.owned, ls.r.list,
 	} {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -148,6 +159,9 @@ type ltx struct {
 	tx  *sql.Tx
 	ls  *leaseStore
 	now int64 // the store's now (Unix ns)
+	// after runs once the transaction has committed, still under s.wmu:
+	// the changes of the occupancy mirror.
+	after []func()
 }
 
 func (t *ltx) stmt(st *sql.Stmt) *sql.Stmt { return t.tx.StmtContext(t.ctx, st) }
@@ -193,6 +207,10 @@ func (ls *leaseStore) write(ctx context.Context, op string, now time.Time, fn fu
 		return fmt.Errorf("sqlitestate: lease %s: commit: %w", op, err)
 	}
 	committed = true
+	ls.occ.observe(t.now)
+	for _, fn := range t.after {
+		fn()
+	}
 	return refusal
 }
 
@@ -302,6 +320,7 @@ func (ls *leaseStore) Acquire(ctx context.Context, h lease.Holder, provider, con
 			}
 			_, out, _, err = t.one(ls.w.renewInPlace, id, provider, t.now, exp)
 			renewed = true
+			t.occupy(&out)
 			return nil, err
 		}
 		if _, occ, ok, err := t.one(ls.w.activeByConn, connection); err != nil || ok {
@@ -324,6 +343,7 @@ func (ls *leaseStore) Acquire(ctx context.Context, h lease.Holder, provider, con
 		if err != nil {
 			return nil, err
 		}
+		t.occupy(&out)
 		return nil, t.touch(h.Owner, uint64(gen))
 	})
 	if err != nil {
@@ -372,6 +392,8 @@ func (ls *leaseStore) Transition(ctx context.Context, h lease.Holder, provider, 
 		if isUnique(err) {
 			return t.conflict(h.Owner, connection)
 		}
+		t.vacate(&previous)
+		t.occupy(&moved)
 		return nil, err
 	})
 	if err != nil {
@@ -392,6 +414,7 @@ func (ls *leaseStore) Renew(ctx context.Context, h lease.Holder, ttl time.Durati
 			return lease.ErrFenceStale, err
 		}
 		out = l
+		t.occupy(&out)
 		return nil, nil
 	})
 	if err != nil {
@@ -409,6 +432,7 @@ func (ls *leaseStore) Release(ctx context.Context, h lease.Holder, reason lease.
 		}
 		if ok {
 			out, err = t.endLease(id, lease.StateReleased, reason)
+			t.vacate(&out)
 			return nil, err
 		}
 		if a.State == lease.StateActive && a.Generation == h.Generation {
@@ -441,6 +465,7 @@ func (ls *leaseStore) Invalidate(ctx context.Context, h lease.Holder, reason lea
 			return lease.ErrFenceStale, err
 		}
 		out, err = t.endLease(id, lease.StateInvalidated, reason)
+		t.vacate(&out)
 		return nil, err
 	})
 	if err != nil {
@@ -468,10 +493,11 @@ func (ls *leaseStore) Reconcile(ctx context.Context, now time.Time) (out []lease
 			return nil, err
 		}
 		rows.Close()
-		for _, l := range out {
-			if err := t.touch(l.Owner, l.Generation); err != nil {
+		for i := range out {
+			if err := t.touch(out[i].Owner, out[i].Generation); err != nil {
 				return nil, err
 			}
+			t.vacate(&out[i])
 		}
 		return nil, nil
 	})
@@ -542,9 +568,27 @@ func (ls *leaseStore) Owned(ctx context.Context, owner lease.OwnerHash, now time
 	return ls.readOne(ctx, "owned", ls.r.owned, now, owner.String())
 }
 
-// Occupant implements lease.Store.
+// Occupant implements lease.Store. It reads the in-memory mirror of the
+// file's active leases, no SQL: the process that opened the file is the
+// only writer of its leases.
 func (ls *leaseStore) Occupant(ctx context.Context, connection string, now time.Time) (lease.Lease, bool, error) {
-	return ls.readOne(ctx, "occupant", ls.r.occupant, now, connection)
+	if err := ls.read(ctx); err != nil {
+		return lease.Lease{}, false, err
+	}
+	o := &ls.occ
+	if o.n.Load() == 0 {
+		return lease.Lease{}, false, nil
+	}
+	at := max(ns(now), o.clock.Load())
+	o.mu.RLock()
+	c := o.byConn[connection]
+	if c == nil || c.expires <= at {
+		o.mu.RUnlock()
+		return lease.Lease{}, false, nil
+	}
+	l := c.l
+	o.mu.RUnlock()
+	return l, true, nil
 }
 
 // List implements lease.Store.

@@ -2,7 +2,7 @@ package sqlitestate
 
 import (
 	"encoding/json"
-	"strings"
+	"time"
 
 	"github.com/routeguard/routeguard/lockout"
 )
@@ -11,8 +11,13 @@ import (
 //
 //	lk := lockout.New(lockout.Config{Enabled: true, OnChange: st.OnLockoutChange})
 //
-// It queues each lock as it is after the change (its key, scope, reason and
-// end) and its removal, and returns at once; Run writes it.
+// It queues each lock as it is after the change (its key, scope, reason,
+// start and end, and its failure count with the time of the change as the
+// last failure, from which the next failure escalates) and its removal,
+// and returns at once; Run writes it. A row outlives its lock by the
+// escalation window (at most 24 h), so that a failure after a restart
+// still escalates; lockout.Lockout.RestoreAt drops what its own window has
+// ended.
 func (s *State) OnLockoutChange(e lockout.Event) {
 	k := okey{kindLockout, e.Provider + "\x00" + e.Connection + "\x00" + e.Model}
 	if e.Removed || e.Until.IsZero() {
@@ -22,8 +27,14 @@ func (s *State) OnLockoutChange(e lockout.Event) {
 	s.ob.put(k, op{val: lockoutRow{
 		Provider: e.Provider, Connection: e.Connection, Model: e.Model, Scope: uint8(e.Scope),
 		Reason: string(e.Reason), FailureCount: e.FailureCount, LockedAt: ns(e.LockedAt), Until: ns(e.Until),
+		LastFailure: ns(e.At),
 	}})
 }
+
+// lockoutRetention bounds how long a row outlives its lock: the longest
+// escalation window (lockout.Config.EscalationWindow) plus the lock's
+// length.
+const lockoutRetention = 24 * time.Hour
 
 // lockoutRow is one lock in the file. Model is the listed name of the
 // lock's key (lockout.Info.Model).
@@ -36,24 +47,34 @@ type lockoutRow struct {
 	FailureCount int    `json:"failureCount,omitempty"`
 	LockedAt     int64  `json:"lockedAt,omitempty"`
 	Until        int64  `json:"until"`
+	// LastFailure is the time of the change that wrote the row; zero in
+	// rows of schema version 1, which restore as locks without escalation.
+	LastFailure int64 `json:"lastFailure,omitempty"`
 }
 
-// exactPrefix marks the listed name of an exact-scope lock.
-const exactPrefix = "exact:"
+// record returns the row as lockout.Lockout.RestoreAt takes it.
+func (r *lockoutRow) record() lockout.Record {
+	rec := lockout.Record{
+		Provider: r.Provider, Connection: r.Connection, Model: r.Model, Scope: lockout.Scope(r.Scope),
+		Reason: lockout.Reason(r.Reason), FailureCount: r.FailureCount, Until: tm(r.Until),
+	}
+	if r.LockedAt != 0 {
+		rec.LockedAt = tm(r.LockedAt)
+	}
+	if r.LastFailure != 0 {
+		rec.LastFailure = tm(r.LastFailure)
+	}
+	return rec
+}
 
-// failure returns the LockAt argument that recreates the lock's key: an
-// exact lock by its trimmed, lower-cased model, a family lock by its family
-// name written as a model lock (the same key; lockout.Lockout.LockedAt finds
-// it for every model of the family).
-func (r *lockoutRow) failure() lockout.Failure {
-	f := lockout.Failure{
-		Provider: r.Provider, Connection: r.Connection, Model: r.Model,
-		Reason: lockout.Reason(r.Reason), Scope: lockout.ScopeModel, UpstreamReset: true,
+// expires is the row's expiry: the end of its escalation window, or the
+// instant after its lock.
+func (r *lockoutRow) expires() int64 {
+	exp := r.Until + 1
+	if r.LastFailure != 0 && r.Until > r.LastFailure {
+		exp = max(exp, r.Until+int64(lockoutRetention)+1)
 	}
-	if lockout.Scope(r.Scope) == lockout.ScopeExact && strings.HasPrefix(r.Model, exactPrefix) {
-		f.Model, f.Scope = strings.TrimPrefix(r.Model, exactPrefix), lockout.ScopeExact
-	}
-	return f
+	return exp
 }
 
 func init() {
@@ -67,8 +88,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			// The model is locked at Until itself.
-			return []any{key, r.Until, r.Until + 1, string(b)}, nil
+			return []any{key, r.Until, r.expires(), string(b)}, nil
 		},
 		delArgs: func(key string) []any { return []any{key} },
 	}

@@ -16,6 +16,7 @@ const (
 	kindPin
 	kindBreaker
 	kindLockout
+	kindGate
 	numKinds
 )
 
@@ -33,7 +34,7 @@ type op struct {
 }
 
 type statsCounters struct {
-	written, batches, dropped, errors, swept atomic.Int64
+	queued, written, batches, dropped, errors, swept atomic.Int64
 }
 
 // outbox holds the changes not written yet, coalesced per row: a later
@@ -70,6 +71,7 @@ func (o *outbox) put(k okey, v op) {
 	o.pending[k] = v
 	n := len(o.pending)
 	o.mu.Unlock()
+	o.stats.queued.Add(1)
 	if n >= o.high {
 		o.wake()
 	}
@@ -123,11 +125,13 @@ type table struct {
 
 var tables [numKinds]table
 
-// Flush writes everything pending in the outbox now, in transactions of at
-// most Options.MaxBatch rows, and returns the first error (what could not
+// Flush reads the counts of the breakers and gate handed to Restore, and
+// writes everything pending in the outbox now, in transactions of at most
+// Options.MaxBatch rows, and returns the first error (what could not
 // be written stays pending). Run calls it on every interval; call it
 // yourself before a planned stop if Run is not running.
 func (s *State) Flush(ctx context.Context) error {
+	s.poll(s.opt.Clock())
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.leases.closed.Load() {

@@ -133,7 +133,7 @@ func (s *State) sweep(ctx context.Context, now time.Time) (int64, error) {
 		}
 	}
 	at := ns(now)
-	for _, t := range []string{"cooldowns", "pins", "breakers", "lockouts"} {
+	for _, t := range []string{"cooldowns", "pins", "breakers", "lockouts", "gate_entries"} {
 		if err := exec(`DELETE FROM `+t+` WHERE expires_at <= ?1`, at); err != nil {
 			return 0, err
 		}
@@ -150,17 +150,28 @@ func (s *State) sweep(ctx context.Context, now time.Time) (int64, error) {
 type Layers struct {
 	Breakers *breaker.Set
 	Lockouts *lockout.Lockout
+	Gate     *breaker.Gate
 }
 
-// Restore puts the breakers and lockouts kept in the file back into l at
-// now, dropping what has expired by then. An open breaker resumes its open
-// period where it stood (breaker.Set.RestoreAt measures it from the
-// recorded start), a half-open or degraded one comes back as it was; a
-// breaker whose open period ended before now starts closed. A model lock
-// comes back with its end and reason (its failure count restarts at the
-// next failure). Call it once after building the layers and before
-// serving; the hooks may already be wired (the restored state is queued
-// again, which writes the same rows).
+// Restore puts the breakers, lockouts and gate entries kept in the file
+// back into l at now, dropping what has expired by then, and hands the Set
+// and the Gate to the writer, which from then on reads their failure
+// counts every Options.FlushInterval (on its own goroutine, in memory) and
+// queues those that changed without a transition.
+//
+// An open breaker resumes its open period where it stood
+// (breaker.Set.RestoreAt measures it from the recorded start), a half-open
+// or degraded one comes back as it was, a closed one with its failure
+// count and per-kind counts (so a breaker one failure below its threshold
+// opens on the next failure); a breaker whose open period ended before now
+// starts closed. A model lock comes back with its end, reason and failure
+// count, and a count whose lock has ended comes back while its escalation
+// window lasts, so the next failure escalates from it
+// (lockout.Lockout.RestoreAt). A gate entry comes back cooling until its
+// recorded end, a connection entry with its failure count
+// (breaker.Gate.RestoreAt). Call it once after building the layers and
+// before serving; the hooks may already be wired (the restored state is
+// queued again, which writes the same rows).
 func (s *State) Restore(l Layers, now time.Time) error {
 	if s.leases.closed.Load() {
 		return ErrClosed
@@ -168,15 +179,7 @@ func (s *State) Restore(l Layers, now time.Time) error {
 	ctx := context.Background()
 	at := ns(now)
 	if l.Breakers != nil {
-		var recs []breaker.Record
-		err := s.scanRecords(ctx, `SELECT provider, record FROM breakers WHERE expires_at > ?1 ORDER BY provider`, at, func(key string, b []byte) error {
-			var r breaker.Record
-			if err := json.Unmarshal(b, &r); err != nil {
-				return fmt.Errorf("breaker row %q: %w", key, err)
-			}
-			recs = append(recs, r)
-			return nil
-		})
+		recs, err := s.records(ctx, `SELECT provider, record FROM breakers WHERE expires_at > ?1 ORDER BY provider`, at, "breaker")
 		if err == nil && len(recs) > 0 {
 			err = l.Breakers.RestoreAt(recs, now)
 		}
@@ -184,23 +187,46 @@ func (s *State) Restore(l Layers, now time.Time) error {
 			return fmt.Errorf("sqlitestate: restore breakers from %s: %w", s.path, err)
 		}
 	}
+	if l.Gate != nil {
+		recs, err := s.records(ctx, `SELECT entry_key, record FROM gate_entries WHERE expires_at > ?1 ORDER BY entry_key`, at, "gate")
+		if err == nil && len(recs) > 0 {
+			err = l.Gate.RestoreAt(recs, now)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlitestate: restore gate from %s: %w", s.path, err)
+		}
+	}
 	if l.Lockouts != nil {
+		var recs []lockout.Record
 		err := s.scanRecords(ctx, `SELECT lockout_key, record FROM lockouts WHERE expires_at > ?1`, at, func(key string, b []byte) error {
 			var r lockoutRow
 			if err := json.Unmarshal(b, &r); err != nil {
 				return fmt.Errorf("lockout row %q: %w", key, err)
 			}
-			f := r.failure()
-			if f.Cooldown = tm(r.Until).Sub(now); f.Cooldown > 0 {
-				l.Lockouts.LockAt(f, now)
-			}
+			recs = append(recs, r.record())
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("sqlitestate: restore lockouts from %s: %w", s.path, err)
 		}
+		l.Lockouts.RestoreAt(recs, now)
 	}
+	s.polled.attach(l.Breakers, l.Gate)
 	return nil
+}
+
+// records reads the breaker.Record rows of q at at.
+func (s *State) records(ctx context.Context, q string, at int64, what string) ([]breaker.Record, error) {
+	var recs []breaker.Record
+	err := s.scanRecords(ctx, q, at, func(key string, b []byte) error {
+		var r breaker.Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s row %q: %w", what, key, err)
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	return recs, err
 }
 
 // scanRecords runs q at at and calls fn with each (key, record) row.

@@ -86,11 +86,20 @@ CREATE TABLE lockouts (
 ) WITHOUT ROWID;
 CREATE INDEX lockouts_expiry ON lockouts(expires_at);
 `,
+	// 2: the window gate's entries.
+	`
+CREATE TABLE gate_entries (
+	entry_key  TEXT    PRIMARY KEY,
+	expires_at INTEGER NOT NULL,
+	record     TEXT    NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX gate_entries_expiry ON gate_entries(expires_at);
+`,
 }
 
 // SchemaVersion is the schema version this package writes (PRAGMA
 // user_version of the file).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate brings the file to SchemaVersion in one transaction.
 func migrate(ctx context.Context, db *sql.DB, path string) error {

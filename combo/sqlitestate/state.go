@@ -99,8 +99,9 @@ type Options struct {
 	RelaxedSync bool
 
 	// Clock is the time Open uses to drop expired efficiency state while
-	// restoring it, and Run uses for the sweep of efficiency rows. It
-	// should be the clock the gateway drives its layers with. Leases are
+	// restoring it, and Run uses for the sweep of efficiency rows and to
+	// read the counts of the layers handed to Restore. It must be the
+	// clock the gateway drives its layers with. Leases are
 	// swept on the store's own clock (the latest now it was given). Nil
 	// means time.Now.
 	Clock func() time.Time
@@ -156,6 +157,7 @@ type State struct {
 
 	cooldowns *cooldownStore
 	pins      *pinStore
+	polled    polled
 
 	lastSweep time.Time // writer's last sweep; guarded by wmu
 
@@ -197,7 +199,11 @@ func Open(path string, o Options) (*State, error) {
 	}
 	s.ob = newOutbox(o.MaxPending, &s.stats)
 	s.leases = &leaseStore{s: s}
-	if err := s.leases.prepare(); err != nil {
+	err := s.leases.prepare()
+	if err == nil {
+		err = s.leases.loadOccupancy()
+	}
+	if err != nil {
 		s.closeDBs()
 		return nil, s.unreadable(err)
 	}
@@ -410,6 +416,10 @@ func (s *State) Close() error {
 type Stats struct {
 	// Pending is the number of keys waiting in the outbox.
 	Pending int
+	// Queued is the number of changes the layers handed to the outbox
+	// (Written/Queued is the write amplification: below 1 when changes of
+	// one key coalesce).
+	Queued int64
 	// Written is the number of rows the writer wrote or deleted.
 	Written int64
 	// Batches is the number of write transactions of the outbox.
@@ -427,6 +437,7 @@ type Stats struct {
 func (s *State) Stats() Stats {
 	return Stats{
 		Pending: s.ob.len(),
+		Queued:  s.stats.queued.Load(),
 		Written: s.stats.written.Load(),
 		Batches: s.stats.batches.Load(),
 		Dropped: s.stats.dropped.Load(),

@@ -27,6 +27,10 @@ import (
 //
 //	go test -run='^$' -bench=Gateway -benchtime=200ms ./examples/gateway/
 //
+// The side-by-side comparison with a bare httputil.ReverseProxy in front
+// of the same upstream, in interleaved rounds, is the command
+// ./cmd/proxybench (go run ./examples/gateway/cmd/proxybench).
+//
 // BenchmarkGatewayLatency sends at a fixed rate (open loop) for a fixed
 // time and reports p50-µs and p99-µs; its ns/op is the mean latency.
 // BenchmarkGatewayPeak runs closed-loop workers and reports rps with the

@@ -19,7 +19,10 @@
 // the SQLite file -state (default routeguard-state.db next to the
 // configuration, or the configuration's state.path), so that a restart
 // resumes it; -state memory, and the demo, keep it in memory only;
-// -state-reset starts from an empty file.
+// -state-reset starts from an empty file. With -redis URL (or the
+// configuration's redis.url) every replica shares leases and connection
+// caps on that Redis (see gw.RedisConfig); the state file then keeps the
+// rest, per replica.
 //
 // It serves POST /v1/chat/completions (model = a combo name or
 // provider/model), GET /v1/models and the admin API under /api/, guarded
@@ -76,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	grace := fs.Duration("grace", 10*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
 	verbose := fs.Bool("v", false, "log every failed or skipped attempt")
 	statePath := fs.String("state", "", "SQLite state file, or \"memory\" (default: the config's state.path, else "+gw.DefaultStateFile+" next to the config file; the demo keeps its state in memory)")
+	redisURL := fs.String("redis", "", "Redis URL (redis://[user:password@]host:port[/db]) that replicas share leases and connection caps on (default: the config's redis.url; none: each replica on its own)")
 	stateReset := fs.Bool("state-reset", false, "delete the state file at start: every lease, cooldown, pin, breaker and lock is forgotten")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,6 +105,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close() // last: after the HTTP server has drained
+	if err := st.AttachRedis(*redisURL, cfg.Redis, func(down bool) {
+		if down {
+			logger.Warn("redis unreachable: leases answer 503, slots use local caps")
+		} else {
+			logger.Info("redis reachable again")
+		}
+	}); err != nil {
+		return err
+	}
+	if a := st.Redis(); a != "" {
+		logger.Info("shared state", "redis", a)
+	}
 	opts := gw.Options{Logger: logger, State: st}
 	if *configPath != "" {
 		opts.Load = func() (*gw.Config, error) { return gw.Load(*configPath) }
@@ -117,6 +133,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	hs := srv.HTTPServer(slog.NewLogLogger(logger.Handler(), slog.LevelWarn))
 	printBanner(stdout, ln.Addr().String(), cfg, *configPath == "")
+	stopMetrics, err := serveMetrics(srv, cfg, stdout, logger)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -135,6 +156,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}()
 	stopWriter := runWriter(st, logger)
 	defer stopWriter() // writes what is pending, before Close
+	slotsCtx, stopSlots := context.WithCancel(ctx)
+	slotsDone := make(chan struct{})
+	go func() { // renews the shared slots of requests in flight
+		defer close(slotsDone)
+		_ = srv.RunSlots(slotsCtx)
+	}()
+	defer func() { stopSlots(); <-slotsDone }()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

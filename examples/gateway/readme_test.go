@@ -28,12 +28,14 @@ func readmeBlock(t *testing.T, marker string) string {
 	return block
 }
 
-// The README's gateway configuration is the committed example file, as it
-// is.
+// The README's gateway configurations are the committed example files, as
+// they are (the end-to-end tests and the schema test run those files).
 func TestReadmeGatewayConfigIsTheExampleFile(t *testing.T) {
-	want, err := os.ReadFile("examples/gateway.yaml")
-	require.NoError(t, err)
-	assert.Equal(t, string(want), readmeBlock(t, "<!-- examples/gateway/examples/gateway.yaml -->"))
+	for _, name := range []string{"gateway.yaml", "stream-recovery.yaml"} {
+		want, err := os.ReadFile("examples/" + name)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), readmeBlock(t, "<!-- examples/gateway/examples/"+name+" -->"), name)
+	}
 }
 
 // The README's gateway commands work as written: the exports set the

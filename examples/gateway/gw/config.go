@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/admin"
@@ -53,6 +54,12 @@ type Config struct {
 	// State is where the gateway keeps the state that survives a restart
 	// (see StateConfig); only a restart applies a change of it.
 	State StateConfig `json:"state"`
+	// Redis is the Redis that replicas share leases and connection caps
+	// on (see RedisConfig); only a restart applies a change of it.
+	Redis RedisConfig `json:"redis"`
+	// Metrics is where the Prometheus metrics are served (see
+	// MetricsConfig); only a restart applies a change of it.
+	Metrics MetricsConfig `json:"metrics"`
 
 	secrets []string // resolved environment values, redacted from output
 }
@@ -163,6 +170,37 @@ type ComboSettings struct {
 	MaxAttempts     int `json:"maxAttempts"`
 	TargetTimeoutMs int `json:"targetTimeoutMs"`
 	StickyLimit     int `json:"stickyLimit"`
+	// StreamRecovery, when present, replaces resilience.streamRecovery
+	// for this combo.
+	StreamRecovery *StreamRecoveryConfig `json:"streamRecovery,omitempty"`
+}
+
+// StreamRecoveryConfig is the opt-in recovery of streamed answers (see
+// combo.StreamRecovery); absent or all false means off.
+type StreamRecoveryConfig struct {
+	// Early reopens a stream that fails before the client got a byte (the
+	// readiness or idle timeout, an empty stream, no useful output, a read
+	// error) once on the same connection before moving on to the next
+	// target.
+	Early bool `json:"early"`
+	// MidStream continues a plain-text chat completion stream that breaks
+	// off after the client got its first bytes, with no tool call or
+	// reasoning block in flight: the next target is asked to continue the
+	// text already sent, and only what it adds is streamed on, in the
+	// original stream's framing, ending with one data: [DONE].
+	MidStream bool `json:"midStream"`
+	// MaxContinuations bounds the continuations of one answer: 0 or
+	// absent means 1, at most 5.
+	MaxContinuations int `json:"maxContinuations"`
+}
+
+// validate refuses a value out of range; f is the setting's path.
+func (r *StreamRecoveryConfig) validate(f string) error {
+	if r == nil || (r.MaxContinuations >= 0 && r.MaxContinuations <= 5) {
+		return nil
+	}
+	return ConfigErrors{{Field: f + ".maxContinuations",
+		Problem: fmt.Sprintf("must be 0..5 (0 or absent means 1), got %d", r.MaxContinuations)}}
 }
 
 // Resilience configures the layers.
@@ -175,6 +213,9 @@ type Resilience struct {
 	RequestQueue         QueueConfig        `json:"requestQueue"`
 	ThroughputWatchdog   WatchdogConfig     `json:"throughputWatchdog"`
 	ComboCooldownWait    CooldownWaitConfig `json:"comboCooldownWait"`
+	// StreamRecovery is the stream recovery of every combo and
+	// provider/model route that sets none of its own; off when absent.
+	StreamRecovery *StreamRecoveryConfig `json:"streamRecovery,omitempty"`
 	// ProviderErrorRules are operator rules by provider id.
 	ProviderErrorRules map[string][]ErrorRule `json:"providerErrorRules"`
 	// LeaseTTLMs is the session lease lifetime.
@@ -250,10 +291,29 @@ type WatchdogConfig struct {
 	WindowMs          int   `json:"windowMs"`
 	MinBytesPerSecond int64 `json:"minBytesPerSecond"`
 	IdleTimeoutMs     int   `json:"idleTimeoutMs"`
-	AttemptDeadlineMs int   `json:"attemptDeadlineMs"`
+	// AttemptDeadlineMs bounds each streamed attempt from its start,
+	// whatever it sends: at the deadline the attempt is cut
+	// (STREAM_ATTEMPT_DEADLINE), before its commit the request moves on to
+	// the next target, after it the client's stream ends broken. Absent
+	// (or null) means DefaultAttemptDeadline, 300 000; an explicit 0 (or a
+	// negative value) turns it off.
+	AttemptDeadlineMs *int `json:"attemptDeadlineMs"`
 	// HoldHeartbeats is accepted for compatibility; the router always
 	// holds back heartbeats until a stream's first useful output.
 	HoldHeartbeats bool `json:"holdHeartbeats"`
+}
+
+// DefaultAttemptDeadline bounds a streamed attempt when
+// WatchdogConfig.AttemptDeadlineMs is absent: 5 min, half the request's
+// 10 min deadline, so that a stream cut at it leaves time for a fallback.
+const DefaultAttemptDeadline = 5 * time.Minute
+
+// attemptDeadline is the effective attempt deadline; 0 means off.
+func (w WatchdogConfig) attemptDeadline() time.Duration {
+	if w.AttemptDeadlineMs == nil {
+		return DefaultAttemptDeadline
+	}
+	return max(time.Duration(*w.AttemptDeadlineMs)*time.Millisecond, 0)
 }
 
 // CooldownWaitConfig is the combo cooldown-aware retry. For MaxWaitMs and
@@ -594,6 +654,9 @@ func (c *Config) Validate() error {
 	}
 	keep(c.Server.validate())
 	keep(c.State.validate())
+	keep(c.Redis.validate())
+	keep(c.Metrics.validate())
+	keep(c.Resilience.StreamRecovery.validate("resilience.streamRecovery"))
 	if len(c.Providers) == 0 {
 		bad("providers", "at least one provider is required")
 	}
@@ -697,6 +760,7 @@ func (c *Config) Validate() error {
 		for j, t := range cb.Targets {
 			checkTarget(fmt.Sprintf("%s.targets[%d]", f, j), t)
 		}
+		keep(cb.Settings.StreamRecovery.validate(f + ".settings.streamRecovery"))
 		if cb.Strategy != StrategyFusion && cb.Fusion != nil {
 			bad(f+".fusion", "only a combo with strategy %q takes fusion settings", StrategyFusion)
 		}

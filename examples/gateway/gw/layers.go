@@ -118,7 +118,7 @@ func registerConnections(tracker *cooldown.Tracker, c *Config, now time.Time) {
 // registers every connection with the cooldown tracker. The layers read
 // provider classes and connection caps from live, so that a reload can
 // change them.
-func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Store, ps *State) (combo.Config, error) {
+func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Store, ps *State, m *metrics) (combo.Config, error) {
 	providerClass := func(p string) routeguard.Class { return live.Load().classOf[p] }
 	rs := c.Resilience
 
@@ -131,7 +131,7 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Stor
 
 	tracker := cooldown.New(cooldown.Config{
 		OAuth: cooldownProfile(rs.Cooldown.OAuth), APIKey: cooldownProfile(rs.Cooldown.APIKey),
-		MaxHint: msDur(rs.Cooldown.MaxHintMs), Store: ps.cooldownStore(),
+		MaxHint: msDur(rs.Cooldown.MaxHintMs), Store: ps.cooldownStore(), OnChange: m.onCooldown(nil),
 	})
 	registerConnections(tracker, c, time.Now())
 
@@ -142,22 +142,24 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Stor
 			OAuth: breakerProfile(rs.Breaker.OAuth), APIKey: breakerProfile(rs.Breaker.APIKey),
 			Local:    breakerProfile(rs.Breaker.Local),
 			ClassOf:  providerClass,
-			OnChange: ps.onBreaker(),
+			OnChange: m.onBreaker(ps.onBreaker()),
 		}),
 		Gate: breaker.NewGate(breaker.GateConfig{Enabled: rs.ProviderCooldown.Enabled,
 			MinRetry: minRetry(rs.ProviderCooldown.MinRetryCooldownMs), MaxRetry: msDur(rs.ProviderCooldown.MaxRetryCooldownMs),
-			ClassOf: providerClass}),
+			ClassOf: providerClass, OnChange: ps.onGate()}),
 		Cooldowns: tracker,
 		Lockouts: lockout.New(lockout.Config{Enabled: rs.Lockout.Enabled, ErrorCodes: rs.Lockout.ErrorCodes,
 			BaseCooldown: msDur(rs.Lockout.BaseCooldownMs), MaxCooldown: msDur(rs.Lockout.MaxCooldownMs),
 			MaxBackoffSteps: lockoutSteps(rs.Lockout.MaxBackoffSteps), EscalationWindow: msDur(rs.Lockout.EscalationWindowMs),
-			OnChange: ps.onLockout()}),
+			OnChange: m.onLockout(ps.onLockout())}),
 		Pins:   affinity.New(affinity.Config{TTL: msDur(rs.SessionAffinityTTLMs), Store: pins}),
 		Leases: lease.New(lease.Config{TTL: msDur(rs.LeaseTTLMs), Store: ps.leaseStore()}),
+		Slots:  ps.slotStore(),
 		Queue: queue.New(queue.Config{
 			MaxQueueWait: msDur(q.MaxQueueWaitMs), ExecutionTimeout: msDur(q.ExecutionTimeoutMs),
 			MaxQueueDepth: q.MaxQueueDepth, RequestsPerMinute: q.RequestsPerMinute,
 			Overrides: func(key string) queue.Config { return live.Load().maxConc[key] },
+			OnChange:  m.onQueue(nil),
 		}),
 		Classifier: classifier,
 		Watchdog: watchdog.Config{
@@ -165,7 +167,7 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Stor
 			MinBytesPerSecond: wd.MinBytesPerSecond,
 			// The router holds a stream back until its first useful output
 			// whatever HoldHeartbeats says.
-			IdleTimeout: msDur(wd.IdleTimeoutMs), AttemptDeadline: msDur(wd.AttemptDeadlineMs),
+			IdleTimeout: msDur(wd.IdleTimeoutMs), AttemptDeadline: wd.attemptDeadline(),
 		},
 	}, nil
 }
@@ -191,7 +193,7 @@ func buildCombos(c *Config) map[string]*combo.Combo {
 // comboSettings are the router settings of a configured combo.
 func comboSettings(c *Config, s ComboSettings) combo.Settings {
 	return combo.Settings{MaxAttempts: s.MaxAttempts, TargetTimeout: msDur(s.TargetTimeoutMs),
-		StickyLimit: s.StickyLimit, CooldownWait: cooldownWait(c)}
+		StickyLimit: s.StickyLimit, CooldownWait: cooldownWait(c), StreamRecovery: streamRecovery(c, s.StreamRecovery)}
 }
 
 // cooldownWait is the combo cooldown-aware retry of the configuration,

@@ -106,6 +106,9 @@ func restartOnly(boot, cfg *Config) []string {
 	if boot.Server != cfg.Server {
 		out = append(out, "server")
 	}
+	if boot.Redis != cfg.Redis {
+		out = append(out, "redis")
+	}
 	if boot.State != cfg.State {
 		out = append(out, "state")
 	}

@@ -1,10 +1,13 @@
 package gw_test
 
 import (
+	"errors"
+	"io"
 	"math"
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,10 +22,14 @@ import (
 
 // TestSoakLoopback runs a bounded load, maxRequests or maxDuration
 // whichever ends first, from many goroutines against the gateway on
-// loopback, over a mix of healthy and flaky upstreams. No request may be
-// lost or hung: each one gets a status (a success or a typed error) within
-// its deadline. Afterwards the goroutine count must come back to where it
-// was before the load, and nothing may leak once the servers are closed.
+// loopback, over a healthy upstream and a flaky one in seeded chaos mode
+// (503s, 429s with Retry-After, connection resets, answers that stall
+// halfway, added latency). No request may be lost or hung: each one gets
+// its whole answer or a typed error within its deadline, and a stream that
+// a stall broke after its commit ends with an error the client sees. The
+// flaky upstream's faults are the sequence of its seed. Afterwards the
+// goroutine count must come back to where it was before the load, and
+// nothing may leak once the servers are closed.
 func TestSoakLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak test skipped in -short mode")
@@ -44,19 +51,10 @@ func TestSoakLoopback(t *testing.T) {
 
 	steady, flaky := combotest.New(), combotest.New()
 	steady.Handle("", func(c combotest.Call) combotest.Reply { return streamOrPlain(c, time.Millisecond, "steady ", "answer") })
-	// The flaky provider fails in a fixed pattern per connection: a 503,
-	// a dropped connection, a slow answer, and successes in between.
-	flaky.Handle("", func(c combotest.Call) combotest.Reply {
-		switch {
-		case c.N%5 == 0:
-			return combotest.Error(http.StatusServiceUnavailable, "flaky is down")
-		case c.N%7 == 0:
-			return combotest.Reset()
-		case c.N%11 == 0:
-			return streamOrPlain(c, 0, "slow ", "flaky").After(30 * time.Millisecond)
-		}
-		return streamOrPlain(c, time.Millisecond, "flaky ", "answer")
-	})
+	flaky.Handle("", func(c combotest.Call) combotest.Reply { return streamOrPlain(c, time.Millisecond, "flaky ", "answer") })
+	flaky.SetLogSize(100_000) // every call, for the comparison with the seed's sequence
+	flaky.Chaos(soakChaos)
+	texts := map[string]string{"steady/" + rigModel: "steady answer", "flaky/" + rigModel: "flaky answer"}
 	cfg := &gw.Config{
 		Providers: []gw.Provider{provider("steady", steady, 2), provider("flaky", flaky, 2)},
 		Combos: []gw.Combo{
@@ -65,13 +63,17 @@ func TestSoakLoopback(t *testing.T) {
 		},
 	}
 	cfg.Combos = append(cfg.Combos, gw.Combo{Name: "rotate", Strategy: "round-robin",
-		Targets: []gw.Target{{Provider: "flaky", Model: rigModel}, {Provider: "steady", Model: rigModel}}})
+		Settings: gw.ComboSettings{TargetTimeoutMs: 2000},
+		Targets:  []gw.Target{{Provider: "flaky", Model: rigModel}, {Provider: "steady", Model: rigModel}}})
 	cfg.Resilience.Breaker.APIKey = gw.BreakerProfile{OpenAt: 5, ResetMs: 1000, MaxMultiplier: 1}
 	cfg.Resilience.Cooldown.APIKey = gw.CooldownProfile{BaseMs: 20, Steps: 1, MaxMs: 100}
 	cfg.Resilience.ThroughputWatchdog = gw.WatchdogConfig{Enabled: true, IdleTimeoutMs: 2000}
 	r := newRig(t, cfg, map[string]*combotest.Upstream{"steady": steady, "flaky": flaky})
 
-	models := []string{"flaky-first", "steady-first", "rotate", "flaky/" + rigModel, "steady/" + rigModel}
+	// Only routes with a short per-target timeout lead to flaky: a direct
+	// "flaky/m" request has the default 120 s per attempt, which a stalled
+	// answer would use up, far beyond the deadline.
+	models := []string{"flaky-first", "steady-first", "rotate", "steady/" + rigModel}
 	// One warm-up request per model, then the goroutine count with every
 	// server started and idle.
 	for _, m := range models {
@@ -79,7 +81,7 @@ func TestSoakLoopback(t *testing.T) {
 	}
 	before := steadyGoroutines(time.Second, r.closeIdle)
 
-	var issued, done, ok, typed, health, lost atomic.Int64
+	var issued, done, ok, typed, health, lost, broken, untrue atomic.Int64
 	var peak atomic.Int64
 	var worst atomic.Int64 // nanoseconds
 	var mu sync.Mutex
@@ -99,13 +101,15 @@ func TestSoakLoopback(t *testing.T) {
 					return
 				}
 				var res result
+				streamed := false
 				if n%20 == 0 {
 					res = r.health(deadline)
 					if res.Status == http.StatusOK && res.Err == nil {
 						health.Add(1)
 					}
 				} else {
-					res = r.chat(models[(int(n)+c)%len(models)], n%4 == 0, deadline)
+					streamed = n%4 == 0
+					res = r.chat(models[(int(n)+c)%len(models)], streamed, deadline)
 				}
 				done.Add(1)
 				raise(&peak, int64(runtime.NumGoroutine()))
@@ -115,14 +119,25 @@ func TestSoakLoopback(t *testing.T) {
 				walls = append(walls, res.Wall)
 				mu.Unlock()
 				switch {
+				case streamed && res.Status == http.StatusOK && errors.Is(res.Err, io.ErrUnexpectedEOF) &&
+					!strings.Contains(string(res.Body), "data: [DONE]"):
+					broken.Add(1) // cut after its commit, and the client saw the cut
 				case !res.answered():
 					if lost.Add(1) <= 3 {
 						t.Errorf("request %d lost: status %d, err %v, after %v, body %q", n, res.Status, res.Err, res.Wall, res.Body)
 					}
 				case res.Status < 300:
 					ok.Add(1)
+					if n%20 != 0 {
+						if err := wholeAnswer(res, streamed, texts); err != nil && untrue.Add(1) <= 3 {
+							t.Errorf("request %d: %v", n, err)
+						}
+					}
 				default:
 					typed.Add(1)
+					if err := boundedRetryAfter(res); err != nil && untrue.Add(1) <= 3 {
+						t.Errorf("request %d: %v", n, err)
+					}
 				}
 			}
 		}()
@@ -140,8 +155,24 @@ func TestSoakLoopback(t *testing.T) {
 		quantile(walls, 0.50), quantile(walls, 0.99), time.Duration(worst.Load()).Round(time.Millisecond))
 	t.Logf("soak: upstream calls: steady %d, flaky %d; goroutines before %d, peak sampled %d, after %d",
 		steady.Total(), flaky.Total(), before, peak.Load(), afterLoad)
+	calls := flaky.Calls()
+	t.Logf("soak: flaky (seed %d) faults %+v; %d streams broken after their commit", soakChaos.Seed, flaky.Faults(), broken.Load())
+	assert.Len(t, calls, flaky.Total(), "the flaky log holds every call")
+	assert.Equal(t, chaosReplay(soakChaos, len(calls)), chaosSequence(calls),
+		"the faults and latencies of flaky's calls, in order, are those of seed %d", soakChaos.Seed)
+	streamStalls := 0
+	for _, c := range calls {
+		if c.Fault == combotest.FaultStall && strings.Contains(string(c.Body), `"stream":true`) {
+			streamStalls++
+		}
+	}
+	assert.LessOrEqual(t, broken.Load(), int64(streamStalls), "broken streams, against flaky's streamed calls that stalled")
+	assert.Zero(t, untrue.Load(), "answers that are not the whole answer of their target, or errors with a bad Retry-After")
+	f := flaky.Faults()
+	assert.True(t, f.ServerError > 0 && f.RateLimit > 0 && f.Reset > 0 && f.Stall > 0 && f.Delayed > 0, "every fault injected: %+v", f)
 
 	assert.Equal(t, issued.Load(), done.Load(), "every issued request returned")
+	assert.Equal(t, done.Load(), ok.Load()+typed.Load()+lost.Load()+broken.Load(), "every request classified")
 	assert.Zero(t, lost.Load(), "lost or hung requests")
 	assert.GreaterOrEqual(t, 2*ok.Load(), done.Load(), "most requests succeed: a healthy target backs every combo")
 	assert.True(t, done.Load() == maxRequests || elapsed >= maxDuration, "the load stopped early: %d requests in %v",
@@ -152,6 +183,12 @@ func TestSoakLoopback(t *testing.T) {
 	r.close()
 	goleak.VerifyNone(t, ignore)
 }
+
+// soakChaos is the flaky upstream's faults in TestSoakLoopback: about one
+// call in three fails in some way, and every call is delayed by up to
+// 30 ms.
+var soakChaos = combotest.Chaos{Seed: 7, ServerError: 0.12, RateLimit: 0.06, Reset: 0.08, Stall: 0.04,
+	Latency: 30 * time.Millisecond}
 
 // quantile returns the q-quantile of ds (nearest rank), rounded to 0.1 ms.
 func quantile(ds []time.Duration, q float64) time.Duration {

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -309,4 +311,91 @@ func deltaText(body []byte) string {
 		}
 	}
 	return sb.String()
+}
+
+// wholeAnswer reports how a 2xx answer falls short of the whole answer of
+// the target it names (texts maps a target to the text its upstream
+// sends): a chat completion carrying the text, or an event stream whose
+// deltas join to it and whose last event is data: [DONE].
+func wholeAnswer(res result, streamed bool, texts map[string]string) error {
+	want, ok := texts[res.Target]
+	if !ok {
+		return fmt.Errorf("a %d from unknown target %q", res.Status, res.Target)
+	}
+	ct := res.Header.Get("Content-Type")
+	if streamed {
+		if !strings.HasPrefix(ct, "text/event-stream") || !strings.HasSuffix(string(res.Body), "data: [DONE]\n\n") ||
+			deltaText(res.Body) != want {
+			return fmt.Errorf("stream from %s with Content-Type %q is not its whole answer %q: %q", res.Target, ct, want, res.Body)
+		}
+		return nil
+	}
+	var c struct {
+		Object  string `json:"object"`
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if !strings.HasPrefix(ct, "application/json") || json.Unmarshal(res.Body, &c) != nil || c.Object != "chat.completion" ||
+		len(c.Choices) != 1 || c.Choices[0].Message.Content != want {
+		return fmt.Errorf("answer from %s with Content-Type %q is not its whole answer %q: %q", res.Target, ct, want, res.Body)
+	}
+	return nil
+}
+
+// chaosDraw is the fault and the added latency of one upstream call.
+type chaosDraw struct {
+	Fault combotest.Fault
+	Delay time.Duration
+}
+
+// chaosSequence is the faults and latencies of calls, in order.
+func chaosSequence(calls []combotest.Call) []chaosDraw {
+	out := make([]chaosDraw, len(calls))
+	for i, c := range calls {
+		out[i] = chaosDraw{c.Fault, c.Delay}
+	}
+	return out
+}
+
+// chaosReplay is the sequence a fresh upstream with chaos c draws for n
+// calls: the calls go through its in-process transport with a cancelled
+// context, so the upstream draws for each as it arrives and then returns
+// at once instead of waiting out the added latency.
+func chaosReplay(c combotest.Chaos, n int) []chaosDraw {
+	u := combotest.New()
+	defer u.Close()
+	u.SetLogSize(n)
+	u.Chaos(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rt := u.Transport()
+	for range n {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://replay.invalid/v1/chat/completions", nil)
+		if resp, err := rt.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	return chaosSequence(u.Calls())
+}
+
+// boundedRetryAfter reports what is wrong with an error answer's
+// Retry-After: there may be none, or one whole number of seconds in
+// 1..86400, and a 429 always has one.
+func boundedRetryAfter(res result) error {
+	ra := res.Header.Values("Retry-After")
+	switch {
+	case len(ra) == 0 && res.Status == http.StatusTooManyRequests:
+		return fmt.Errorf("a 429 without Retry-After: %q", res.Body)
+	case len(ra) > 1:
+		return fmt.Errorf("%d Retry-After headers %q", len(ra), ra)
+	case len(ra) == 1:
+		n, err := strconv.Atoi(ra[0])
+		if err != nil || n < 1 || n > 86400 || strconv.Itoa(n) != ra[0] {
+			return fmt.Errorf("a %d with Retry-After %q, not a whole number of seconds in 1..86400", res.Status, ra[0])
+		}
+	}
+	return nil
 }

@@ -55,6 +55,7 @@ type Options struct {
 // replaced with Reload while requests are served (see Reload).
 type Server struct {
 	layers   combo.Config
+	routers  routerSet // the routers that may hold shared slots (RunSlots)
 	live     atomic.Pointer[liveTables]
 	pinStore affinity.Store
 	cur      atomic.Pointer[state]
@@ -69,6 +70,7 @@ type Server struct {
 	load     func() (*Config, error)
 	reloadMu sync.Mutex
 	inflight inFlight
+	metrics  *metrics // nil when disabled
 }
 
 // state is one generation of the configuration: a request reads it once
@@ -99,7 +101,8 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		pinStore: opts.State.pinStore(),
 	}
 	s.live.Store(newLiveTables(cfg))
-	layers, err := buildLayers(cfg, &s.live, s.pinStore, opts.State)
+	s.metrics = newMetrics(cfg)
+	layers, err := buildLayers(cfg, &s.live, s.pinStore, opts.State, s.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -110,17 +113,12 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		s.logger = slog.New(&redactHandler{next: opts.Logger.Handler(), secrets: s.secrets})
 		layers.Logger = s.logger
 	}
+	s.metrics.attach(&layers)
 	s.layers = layers
 	s.cur.Store(s.newState(cfg, 1))
 	s.slots = make(chan struct{}, s.limits.maxConcurrent)
 	if s.upstream == nil {
-		s.own = &http.Transport{
-			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-		}
+		s.own = newUpstreamTransport(s.limits.maxConcurrent)
 		s.upstream = s.own
 	}
 	s.admin = admin.New(admin.Config{
@@ -136,7 +134,31 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	s.mux.HandleFunc("/v1/models", s.models)
 	s.mux.HandleFunc(ReloadPath, s.reloadRoute)
 	s.mux.Handle("/api/", s.admin)
+	s.mountMetrics(cfg)
 	return s, nil
+}
+
+// newUpstreamTransport is the pooled transport for many client
+// connections to few upstreams: as many idle connections per upstream as
+// requests may be in flight (so that a burst does not end in a wave of
+// closes and redials), no cap on open ones, HTTP/1.1 without an HTTP/2
+// attempt (nothing to negotiate on plain-HTTP upstreams; HTTPS upstreams
+// still use TLS), and buffers that take a typical answer in one read.
+func newUpstreamTransport(maxInFlight int) *http.Transport {
+	perHost := min(max(maxInFlight, 256), 4096)
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          4 * perHost,
+		MaxIdleConnsPerHost:   perHost,
+		MaxConnsPerHost:       0,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ReadBufferSize:        32 << 10,
+		WriteBufferSize:       32 << 10,
+	}
 }
 
 // newState builds generation gen of cfg over the Server's layers.
@@ -144,7 +166,7 @@ func (s *Server) newState(cfg *Config, gen int64) *state {
 	st := &state{
 		gen:       gen,
 		cfg:       cfg,
-		router:    combo.New(s.layers),
+		router:    s.routers.add(combo.New(s.layers)),
 		combos:    buildCombos(cfg),
 		providers: providerIndex(cfg),
 		conns:     map[string]*Connection{},
@@ -295,7 +317,7 @@ func (st *state) resolve(model string) (*combo.Combo, error) {
 		return nil, errModel
 	}
 	return &combo.Combo{Name: model, Strategy: "priority", Targets: expand(p, Target{Provider: pid, Model: m}),
-		Settings: combo.Settings{CooldownWait: cooldownWait(st.cfg)}}, nil
+		Settings: combo.Settings{CooldownWait: cooldownWait(st.cfg), StreamRecovery: streamRecovery(st.cfg, nil)}}, nil
 }
 
 // models lists the combos and provider models as an OpenAI model list.
@@ -326,8 +348,8 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 type chatRequest struct {
 	st     *state
 	key    *APIKey
-	fields map[string]json.RawMessage // the body, without the routeguard field
-	body   []byte                     // the body as received
+	fields map[string]json.RawMessage // the body, without the routeguard field; only for compositions
+	body   chatBody                   // the body as received, with its routing fields
 	model  string
 	prefs  prefs
 	rr     combo.Request // session, lease and tools; Combo unset
@@ -362,30 +384,31 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			"Content-Type must be application/json")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+	body, err := readBody(w, r)
 	if err != nil {
 		writeBodyError(w, err)
 		return
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+	// Only the fields routing needs are read; the body goes upstream as it
+	// came, with the target's model written in place.
+	cb, ok := parseChatBody(body)
+	if !ok {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "Request body must be a JSON object")
 		return
 	}
-	var model string
-	if err := json.Unmarshal(fields["model"], &model); err != nil || model == "" {
+	model, ok := cb.modelName()
+	if !ok || model == "" {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "model_required", "The model field is required")
 		return
 	}
-	cr := &chatRequest{st: st, key: key, fields: fields, body: body, model: model, header: r.Header}
-	if raw, ok := fields[prefsField]; ok {
-		p, perr := parsePrefs(raw, st.providers)
+	cr := &chatRequest{st: st, key: key, body: cb, model: model, header: r.Header}
+	if cb.prefs != nil {
+		p, perr := parsePrefs(cb.prefs, st.providers)
 		if perr != nil {
 			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", perr.code, perr.msg)
 			return
 		}
 		cr.prefs = p
-		delete(fields, prefsField)
 	}
 	if k, ok := affinity.KeyFrom(r.Header, body); ok {
 		cr.rr.Session = sessionFor(keyID(key), k)
@@ -398,18 +421,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		cr.rr.Lease = &combo.LeaseClaim{Owner: strings.TrimSpace(r.Header.Get(lease.HeaderOwner)), APIKeyID: keyID(key), Generation: int64(gen)}
 	}
-	if tools, ok := fields["tools"]; ok {
-		var list []json.RawMessage
-		if json.Unmarshal(tools, &list) == nil {
-			cr.rr.Tools = len(list)
-		}
-	}
+	cr.rr.Tools = cb.toolCount()
 
 	switch {
 	case st.fusions[model] != nil:
+		cr.fields = cb.fields()
 		s.serveFusion(w, r, cr, st.fusions[model])
 		return
 	case st.pipelines[model] != nil:
+		cr.fields = cb.fields()
 		s.servePipeline(w, r, cr, st.pipelines[model])
 		return
 	}
@@ -425,10 +445,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	rr := cr.rr
 	rr.Combo = c
+	rr.Continue = s.continuation(st, c, cb, r.Header)
 	send := func(ctx context.Context, t *combo.Target) (*http.Response, error) {
-		return s.send(ctx, st, t, fields, r.Header)
+		return s.sendBody(ctx, st, t, cb.withModel(t.Model), r.Header)
 	}
 	res, err := st.router.Do(r.Context(), rr, send)
+	setTrail(w, r, res, err)
 	if res != nil {
 		w.Header().Set("X-Routeguard-Attempts", strconv.Itoa(len(res.Attempts)))
 	}
@@ -454,14 +476,20 @@ func managed(k *APIKey) bool {
 // send makes one upstream attempt: the body with the target's model, the
 // headers of upstreamHeader (the connection's key as bearer token).
 func (s *Server) send(ctx context.Context, st *state, t *combo.Target, fields map[string]json.RawMessage, client http.Header) (*http.Response, error) {
+	body, err := withModel(fields, t.Model)
+	if err != nil {
+		return nil, err
+	}
+	return s.sendBody(ctx, st, t, body, client)
+}
+
+// sendBody makes one upstream attempt with body, which already names the
+// target's model.
+func (s *Server) sendBody(ctx context.Context, st *state, t *combo.Target, body []byte, client http.Header) (*http.Response, error) {
 	p := st.providers[t.Provider]
 	cn := st.conns[t.Connection]
 	if p == nil {
 		return nil, fmt.Errorf("gateway: provider %q is not configured", t.Provider)
-	}
-	body, err := withModel(fields, t.Model)
-	if err != nil {
-		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(p.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -486,24 +514,41 @@ func withModel(fields map[string]json.RawMessage, model string) ([]byte, error) 
 	return json.Marshal(cp)
 }
 
-// relay copies the winning upstream answer to the client, flushing as it
-// goes so that streams reach the client as they arrive.
+// relayBufs are the copy buffers of relay.
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// relay copies the winning upstream answer to the client. An event stream
+// is flushed after every read, so that events reach the client as they
+// arrive; any other answer (read whole by the router) goes out with its
+// Content-Length and is left to the server's buffering.
 func (s *Server) relay(w http.ResponseWriter, res *combo.Result) {
 	resp := res.Response
 	defer resp.Body.Close()
 	relayHeader(w.Header(), resp.Header)
 	// The target as provider/model; connection ids are for the admin API.
 	w.Header().Set("X-Routeguard-Target", res.Target.Provider+"/"+res.Target.Model)
+	stream := isEventStream(resp.Header)
+	if !stream && resp.ContentLength >= 0 && resp.StatusCode >= 200 && resp.StatusCode != http.StatusNoContent &&
+		resp.StatusCode != http.StatusNotModified {
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
 	w.WriteHeader(resp.StatusCode)
-	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	var rc *http.ResponseController
+	if stream {
+		rc = http.NewResponseController(w)
+	}
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
-			_ = rc.Flush()
+			if stream {
+				_ = rc.Flush()
+			}
 		}
 		if err == io.EOF {
 			return
@@ -511,10 +556,22 @@ func (s *Server) relay(w http.ResponseWriter, res *combo.Result) {
 		if err != nil {
 			// The answer broke off: end the connection without finishing
 			// the body, so that the client sees a cut, never a shorter
-			// answer that looks complete.
+			// answer that looks complete. An event stream first gets an
+			// error event saying why, in terms fit for the client.
+			if stream {
+				_, _ = w.Write(combo.StreamError(err))
+				_ = rc.Flush()
+			}
 			panic(http.ErrAbortHandler)
 		}
 	}
+}
+
+// isEventStream reports whether h declares server-sent events.
+func isEventStream(h http.Header) bool {
+	ct := strings.TrimSpace(h.Get("Content-Type"))
+	const sse = "text/event-stream"
+	return len(ct) >= len(sse) && strings.EqualFold(ct[:len(sse)], sse)
 }
 
 // writeError answers a request the router could not serve.

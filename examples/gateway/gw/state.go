@@ -2,6 +2,7 @@ package gw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -95,7 +96,8 @@ type StateOptions struct {
 // the HTTP server has drained. A reload keeps the Server and its layers,
 // so it keeps the State too.
 type State struct {
-	st *sqlitestate.State // nil in memory
+	st    *sqlitestate.State // nil in memory
+	redis *redisState        // nil without Redis (see AttachRedis)
 }
 
 // OpenState opens the state file at path ("" or StateMemory: memory only).
@@ -134,10 +136,14 @@ func (s *State) Run(ctx context.Context) error {
 // Close writes what is pending and closes the file; after it lease
 // operations fail. It is idempotent; in memory it does nothing.
 func (s *State) Close() error {
-	if s == nil || s.st == nil {
+	if s == nil {
 		return nil
 	}
-	return s.st.Close()
+	rerr := s.closeRedis()
+	if s.st == nil {
+		return rerr
+	}
+	return errors.Join(s.st.Close(), rerr)
 }
 
 // Flush writes the pending efficiency state now.
@@ -168,6 +174,9 @@ func (s *State) cooldownStore() cooldown.Store {
 // leaseStore is the lease store; nil lets lease.New make its in-memory
 // one.
 func (s *State) leaseStore() lease.Store {
+	if s != nil && s.redis != nil {
+		return s.redis.rs.Leases()
+	}
 	if s == nil || s.st == nil {
 		return nil
 	}
@@ -182,6 +191,14 @@ func (s *State) onBreaker() func(breaker.Event) {
 	return s.st.OnBreakerChange
 }
 
+// onGate is the provider cooldown gate's change hook; nil in memory.
+func (s *State) onGate() func(breaker.Event) {
+	if s == nil || s.st == nil {
+		return nil
+	}
+	return s.st.OnGateChange
+}
+
 // onLockout is the lockout's change hook; nil in memory.
 func (s *State) onLockout() func(lockout.Event) {
 	if s == nil || s.st == nil {
@@ -190,7 +207,8 @@ func (s *State) onLockout() func(lockout.Event) {
 	return s.st.OnLockoutChange
 }
 
-// restore puts the breakers and lockouts kept in the file back into l.
+// restore puts the breakers, lockouts and gate entries kept in the file
+// back into l.
 // What is still pending is written first, so that a second Server on the
 // same State starts from the latest state.
 func (s *State) restore(l combo.Config, now time.Time) error {
@@ -200,7 +218,7 @@ func (s *State) restore(l combo.Config, now time.Time) error {
 	if err := s.st.Flush(context.Background()); err != nil {
 		return fmt.Errorf("state file %s: %w", s.st.Path(), err)
 	}
-	if err := s.st.Restore(sqlitestate.Layers{Breakers: l.Breakers, Lockouts: l.Lockouts}, now); err != nil {
+	if err := s.st.Restore(sqlitestate.Layers{Breakers: l.Breakers, Lockouts: l.Lockouts, Gate: l.Gate}, now); err != nil {
 		return fmt.Errorf("state file %s: %w", s.st.Path(), err)
 	}
 	return nil

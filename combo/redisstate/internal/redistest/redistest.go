@@ -180,3 +180,18 @@ func ping(addr string) bool {
 	line, _ := bufio.NewReader(c).ReadString('\n')
 	return strings.HasPrefix(line, "+PONG")
 }
+
+// Signal sends sig to the server process (syscall.SIGSTOP, SIGCONT in
+// fault tests).
+func (s *Server) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		t.Fatalf("redis-server on %s is not running", s.Addr)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal redis-server: %v", err)
+	}
+}
