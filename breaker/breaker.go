@@ -3,6 +3,7 @@ package breaker
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -102,6 +103,11 @@ type circuit struct {
 
 	reported State // the state last given to the hook
 
+	// done is the done func of the current generation's plain (not
+	// probe) admissions: they all report the same way, so they share one
+	// func, made again when the generation changes.
+	done atomic.Pointer[doneFunc]
+
 	// owner is the Set that holds the breaker, nil once it has been
 	// dropped (or for a breaker of no Set); guarded by mu.
 	owner *Set
@@ -170,13 +176,27 @@ func (b *circuit) clockLocked(now time.Time) time.Time {
 	return now
 }
 
+// doneFunc is a done func with the generation it reports under.
+type doneFunc struct {
+	gen uint64
+	fn  func(Report)
+}
+
 // AllowReportAt is [Set.AllowReportAt] for this breaker.
 func (b *circuit) AllowReportAt(now time.Time) (done func(Report), err error) {
 	gen, probe, err := b.admit(now)
 	if err != nil {
 		return nil, err
 	}
-	return func(r Report) { b.finish(gen, probe, r) }, nil
+	if probe {
+		return func(r Report) { b.finish(gen, true, r) }, nil
+	}
+	if d := b.done.Load(); d != nil && d.gen == gen {
+		return d.fn, nil
+	}
+	d := &doneFunc{gen: gen, fn: func(r Report) { b.finish(gen, false, r) }}
+	b.done.Store(d)
+	return d.fn, nil
 }
 
 // admit decides one admission at now: the generation to report under,

@@ -289,3 +289,30 @@ func TestStateAtDoesNotAllocate(t *testing.T) {
 	})
 	assert.LessOrEqual(t, allocs, 1.0)
 }
+
+func TestAllowReportAtClosedAllocatesNothing(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := oauthSet(nil)
+	s.StateAt("p", now)
+	if done, err := s.AllowReportAt("p", now); assert.NoError(t, err) {
+		done(Report{Outcome: Success, At: now})
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		done, err := s.AllowReportAt("p", now)
+		if err == nil {
+			done(Report{Outcome: Success, At: now})
+		}
+	})
+	assert.Zero(t, allocs)
+	// A done func issued before the breaker opens counts for nothing after.
+	stale, err := s.AllowReportAt("p", now)
+	require.NoError(t, err)
+	for range 20 {
+		s.ReportAt("p", Report{Outcome: Failure}, now)
+	}
+	st, _ := s.StateAt("p", now)
+	require.Equal(t, Open, st)
+	stale(Report{Outcome: Success, At: now})
+	st, _ = s.StateAt("p", now)
+	assert.Equal(t, Open, st)
+}

@@ -125,8 +125,8 @@
 //
 // Set and Gate are safe for concurrent use. Hooks run synchronously after
 // every lock is released, so they may call back into the package. Asking a
-// closed breaker costs one small allocation (the done func); reporting a
-// success to it, [Set.StateAt], a deduplicated failure and the gate's
+// closed breaker allocates nothing (its admissions share one done func
+// while its state holds); reporting a success to it, [Set.StateAt], a deduplicated failure and the gate's
 // checks allocate nothing. Lookups of existing breakers share a read lock.
 //
 // [gobreaker]: https://pkg.go.dev/github.com/sony/gobreaker/v2

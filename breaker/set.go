@@ -237,7 +237,8 @@ func (s *Set) getAt(provider string, now time.Time) *circuit {
 // network and per-connection deduplication), except that a probe's failure
 // is never deduplicated and a probe's queue timeout only frees the probe
 // slot. A zero now means time.Now(). Admitting a request to a closed
-// breaker costs one small allocation (the done func).
+// breaker allocates nothing: its admissions share one done func while its
+// state holds.
 func (s *Set) AllowReportAt(provider string, now time.Time) (done func(Report), err error) {
 	return s.getAt(provider, now).AllowReportAt(now)
 }

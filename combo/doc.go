@@ -142,10 +142,14 @@
 // # Concurrency and cost
 //
 // A Router is safe for concurrent use and starts no goroutine. Screening and
-// ordering allocate nothing; the per-request state is pooled. A
-// non-streamed answer costs one buffer of its size (at least 512 bytes when
-// its length is not declared), held until its body is closed; a stream
-// holds only what precedes its first useful output. Time comes
+// ordering allocate nothing; the per-request state and the attempts' timers
+// are pooled. A successful request allocates its answer once (the Result,
+// its first trail entry, the final body, and room for a plain answer or a
+// stream's held prefix of up to 512 bytes), plus its attempt's context and
+// the queue's slot: four allocations with every layer on
+// (TestDoAllocations), the watchdog's on top for a stream. A larger
+// non-streamed answer costs one buffer of its size, held until its body is
+// closed; a stream holds only what precedes its first useful output. Time comes
 // from [Config.Now] (time.Now when nil) and is passed to every layer as an
 // explicit now. The subpackage combotest provides fake upstreams for tests.
 package combo

@@ -1,11 +1,11 @@
 package combo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,7 +38,7 @@ func queueKey(t *Target) string {
 // exclusion reports true. It allocates nothing.
 func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time, x *Exclusion) bool {
 	if r.cfg.Breakers != nil {
-		if open, wait := r.breakerOpen(t.Provider, st, now); open {
+		if open, wait := r.breakerOpen(t.Provider, now); open {
 			return exclude(x, t, ReasonCircuitOpen, "", wait)
 		}
 	}
@@ -92,28 +92,11 @@ func exclude(x *Exclusion, t *Target, reason Reason, detail string, wait time.Du
 }
 
 // breakerOpen reports whether provider's breaker is open and for how long.
-// While st.memo is on (one screening pass), each provider's breaker is read
-// once and remembered.
-func (r *Router) breakerOpen(provider string, st *reqState, now time.Time) (bool, time.Duration) {
-	if !st.memo {
-		s, wait := r.cfg.Breakers.StateAt(provider, now)
-		return s == breaker.Open, wait
-	}
-	for _, b := range st.breakers {
-		if b.provider == provider {
-			return b.open, b.wait
-		}
-	}
+// It asks the Set each time: its read-locked lookup costs less than
+// remembering the answers of a screening pass (BenchmarkEligibilityAndOrder).
+func (r *Router) breakerOpen(provider string, now time.Time) (bool, time.Duration) {
 	s, wait := r.cfg.Breakers.StateAt(provider, now)
-	st.breakers = append(st.breakers, breakerMemo{provider, s == breaker.Open, wait})
 	return s == breaker.Open, wait
-}
-
-// breakerMemo is one provider's breaker as read during a screening pass.
-type breakerMemo struct {
-	provider string
-	open     bool
-	wait     time.Duration
 }
 
 // breakerState reports the provider's breaker state for strategies.
@@ -133,6 +116,16 @@ type handle struct {
 	done    func(breaker.Report)
 	release func()
 	slot    queue.Grant // the strategy's per-target slot (TargetSlotter)
+	at      time.Time   // the clock's reading at the breaker's admission, the last step of begin
+}
+
+// admittedAt is the clock's reading at the end of begin's admission; zero
+// when begin read none (no breaker) or refused (a nil handle).
+func (h *handle) admittedAt() time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	return h.at
 }
 
 // report tells the breaker the outcome, once.
@@ -173,7 +166,8 @@ func (h *handle) releaseSlot() {
 // is no longer valid.
 func (r *Router) begin(ctx context.Context, t *Target, st *reqState) (*handle, *Exclusion, error) {
 	req, set := st.req, st.set
-	h := &handle{t: t, now: r.cfg.Now}
+	h := st.newHandle()
+	h.t, h.now = t, r.cfg.Now
 	skip := func(reason Reason, detail string, wait time.Duration) (*handle, *Exclusion, error) {
 		h.releaseSlot()
 		return nil, &Exclusion{Provider: t.Provider, Connection: t.Connection, Model: t.Model,
@@ -213,7 +207,8 @@ func (r *Router) begin(ctx context.Context, t *Target, st *reqState) (*handle, *
 		}
 	}
 	if b := r.cfg.Breakers; b != nil {
-		done, err := b.AllowReportAt(t.Provider, r.now())
+		h.at = r.now()
+		done, err := b.AllowReportAt(t.Provider, h.at)
 		if err != nil {
 			var be *breaker.Error
 			wait := time.Duration(0)
@@ -585,6 +580,9 @@ func eventBound(c watchdog.Config) int {
 	}
 }
 
+// holdChunk is how much room a held stream grows by: the read size.
+const holdChunk = 4096
+
 // holdEventsFactor bounds a held stream that carries complete events but no
 // useful output yet (metadata such as a Responses API response.created
 // echo): it is held up to this many event bounds.
@@ -621,19 +619,23 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 	body := watchdog.WrapAt(resp.Body, cfg, watchdog.Options{Now: r.cfg.Now}, r.now())
 	obs := body.Observer()
 	noEvent := eventBound(cfg)
-	var held bytes.Buffer
-	buf := make([]byte, 4096)
+	// The stream is read straight into what it holds: the answer's inline
+	// room first, then growing by at least holdChunk.
+	held := st.bodyBuf()
 	for {
-		n, err := body.Read(buf)
-		held.Write(buf[:n])
+		if cap(held)-len(held) < holdChunk/8 {
+			held = slices.Grow(held, holdChunk)
+		}
+		n, err := body.Read(held[len(held):cap(held)])
+		held = held[:len(held)+n]
 		if n > 0 {
 			s := obs.Stats()
 			if s.UsefulBytes > 0 || s.ProtectedPhase {
 				obs.StopParsing() // committed: no per-chunk parsing beyond what the guards need
 				a.firstOutput, a.useful = r.now().Sub(a.start), s.UsefulBytes
-				return held.Bytes(), body, nil
+				return held, body, nil
 			}
-			if (held.Len() > noEvent && !s.EventSeen) || held.Len() > holdEventsFactor*noEvent {
+			if (len(held) > noEvent && !s.EventSeen) || len(held) > holdEventsFactor*noEvent {
 				body.Close()
 				a.cut = CutNoOutput
 				if f := r.reopenStream(st, a, http.StatusBadGateway, errNoOutput); f != nil {
@@ -650,7 +652,7 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 			return nil, nil, deadlineCut
 		}
 		now := r.now()
-		if ev, ok := watchdog.FindErrorEvent(held.Bytes()); ok {
+		if ev, ok := watchdog.FindErrorEvent(held); ok {
 			body.Close()
 			v, _ := r.classifier().ClassifyEventAt(restate.Response{
 				Provider: t.Provider, Model: t.Model, Auth: authClass(t.AuthClass),
@@ -666,7 +668,7 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 		}
 		if errors.Is(err, io.EOF) && obs.Stats().Events > 0 {
 			// A complete answer with no text: pass it on as it is.
-			return held.Bytes(), body, nil
+			return held, body, nil
 		}
 		body.Close()
 		status := http.StatusBadGateway

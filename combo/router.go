@@ -166,6 +166,7 @@ type Router struct {
 	strategies *strategies
 	stats      statsTable
 	states     sync.Pool // *reqState
+	timers     sync.Pool // *attemptTimer
 	log        *slog.Logger
 	remote     remoteSlots // the slots of Config.Slots held now
 }
@@ -189,6 +190,7 @@ type reqState struct {
 	waitLeft  time.Duration // cooldown-wait budget left
 	last      *failure      // the latest failure, nil before any
 	share     queue.Grant   // a ConnectionSlotter's slot, taken once
+	ans       *answer       // the memory of the request's answer
 	slotWait  time.Duration // the wait for share, given to the next attempt's QueueWait
 	ordered   bool          // the strategy has ordered once
 	reopen    int           // early stream recoveries left for the target tried now
@@ -203,10 +205,62 @@ type reqState struct {
 	tried   []targetKey
 	exh     exhaustion
 	pick    Pick
-	// memo and breakers: during screen, each provider's breaker is read
-	// once.
-	memo     bool
-	breakers []breakerMemo
+}
+
+// answer is the memory of one request's answer, taken in one allocation:
+// the Result, the request as dispatch received it, the first attempt's run
+// and handle, the final body, and inline room for a short trail, the
+// exclusions and a small plain body. It lives as long as the caller holds
+// the Result or the answer's body; nothing in it is reused by another
+// request.
+type answer struct {
+	res      Result
+	req      Request
+	run      run
+	h        handle
+	fb       finalBody
+	attempts [1]Attempt
+	excluded [4]Exclusion
+	body     [smallBody]byte
+	runUsed  bool // run is taken (by the first attempt)
+	hUsed    bool // h is taken (by the first begin)
+	bodyUsed bool // body is taken (by the first answer read)
+}
+
+// bodyBuf returns room for an answer's body or a stream's held prefix:
+// the answer's inline room the first time, nil after (the caller then
+// allocates). What is read into it may outlive the attempt (a failure's
+// body), so it is never handed out twice.
+func (st *reqState) bodyBuf() []byte {
+	if ans := st.ans; ans != nil && !ans.bodyUsed {
+		ans.bodyUsed = true
+		return ans.body[:0]
+	}
+	return nil
+}
+
+// smallBody is the size of a plain answer's body that the answer holds
+// inline, without an allocation of its own.
+const smallBody = 512
+
+// newRun returns a zeroed run for an attempt: the answer's own for the
+// first attempt, a fresh one after.
+func (st *reqState) newRun() *run {
+	if ans := st.ans; ans != nil && !ans.runUsed {
+		ans.runUsed = true
+		return &ans.run
+	}
+	return new(run)
+}
+
+// newHandle returns a zeroed handle: the answer's own for the first
+// admission, a fresh one after.
+func (st *reqState) newHandle() *handle {
+	if ans := st.ans; ans != nil && !ans.hUsed {
+		ans.hUsed = true
+		return &ans.h
+	}
+	return new(handle)
 }
 
 // New returns a router over the layers in cfg (see [Config.Normalize]).
@@ -249,10 +303,10 @@ func (r *Router) putState(st *reqState) {
 	clear(st.excluded)
 	clear(st.skipped)
 	all, eligible, excluded, skipped := st.all[:0], st.eligible[:0], st.excluded[:0], st.skipped[:0]
-	tried, exh, breakers := st.tried[:0], st.exh, st.breakers
+	tried, exh := st.tried[:0], st.exh
 	exh.reset()
 	*st = reqState{all: all, eligible: eligible, excluded: excluded, skipped: skipped,
-		tried: tried, exh: exh, breakers: breakers}
+		tried: tried, exh: exh}
 	r.states.Put(st)
 }
 
@@ -261,11 +315,6 @@ func (r *Router) putState(st *reqState) {
 func (r *Router) screen(st *reqState, now time.Time) {
 	st.eligible = st.eligible[:0]
 	st.excluded = st.excluded[:0]
-	st.memo, st.breakers = true, st.breakers[:0]
-	defer func() {
-		clear(st.breakers)
-		st.memo, st.breakers = false, st.breakers[:0]
-	}()
 	for _, t := range st.all {
 		if st.triedBefore(t) {
 			continue
@@ -314,8 +363,8 @@ func (r *Router) order(st *reqState, now time.Time) {
 // connectionSlot takes the slot of the first ordered target's connection
 // when the strategy holds one per request (see [ConnectionSlotter] and
 // Config.NoQuotaShareSlot). It fails open, so its only error is the end of
-// ctx.
-func (r *Router) connectionSlot(ctx context.Context, st *reqState) (queue.Grant, error) {
+// ctx. When it waits, it sets *now to the clock's reading after the wait.
+func (r *Router) connectionSlot(ctx context.Context, st *reqState, now *time.Time) (queue.Grant, error) {
 	q := r.cfg.Queue
 	cs, ok := st.strat.(ConnectionSlotter)
 	if q == nil || !ok || r.cfg.NoQuotaShareSlot || len(st.eligible) == 0 {
@@ -328,7 +377,8 @@ func (r *Router) connectionSlot(ctx context.Context, st *reqState) (queue.Grant,
 	start := r.now()
 	g, err := q.AcquireMany(ctx, []queue.Need{{Key: cs.ConnectionSlot(t), Cap: t.MaxConcurrent}},
 		queue.ManyOptions{Timeout: st.set.QueueTimeout, MaxQueue: st.set.QueueDepth, FailOpen: true})
-	st.slotWait = r.now().Sub(start)
+	*now = r.now()
+	st.slotWait = now.Sub(start)
 	if err != nil {
 		return queue.Grant{}, err
 	}
@@ -361,7 +411,7 @@ func (r *Router) Do(ctx context.Context, req Request, send SendFunc) (*Result, e
 	if req.deadline.IsZero() && req.Combo != nil {
 		req.deadline = start.Add(req.Combo.Settings.requestTimeout())
 	}
-	res, err := r.dispatch(ctx, req, send)
+	res, err := r.dispatchAt(ctx, req, send, start)
 	if err != nil && r.cfg.Emergency != nil {
 		res, err = r.emergency(ctx, req, send, res, err)
 	}
@@ -396,6 +446,12 @@ func (r *Router) requestEnd(ctx context.Context, req *Request, res *Result, err 
 // targets not tried yet, then either waits out a short lockout, gives up,
 // or dispatches the eligible ones in the strategy's order (a round).
 func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Result, error) {
+	return r.dispatchAt(ctx, req, send, time.Time{})
+}
+
+// dispatchAt is dispatch given the clock's reading at its call (Do's), so
+// that the first pass reads the clock no second time; zero reads it.
+func (r *Router) dispatchAt(ctx context.Context, req Request, send SendFunc, now time.Time) (*Result, error) {
 	c := req.Combo
 	if c == nil || len(c.Targets) == 0 {
 		name := ""
@@ -408,9 +464,14 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 	if err != nil {
 		return &Result{}, err
 	}
-	st := r.getState(ctx, &req, c.Settings.norm(), strat, send)
+	ans := new(answer)
+	ans.req = req
+	st := r.getState(ctx, &ans.req, c.Settings.norm(), strat, send)
+	st.ans = ans
 	defer r.putState(st)
-	now := r.now()
+	if now.IsZero() {
+		now = r.now()
+	}
 	st.deadline = req.deadline
 	if st.deadline.IsZero() {
 		st.deadline = now.Add(st.set.RequestTimeout)
@@ -418,10 +479,11 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 	for i := range c.Targets {
 		st.all = append(st.all, &c.Targets[i])
 	}
-	if err := r.checkLease(&req, st, now); err != nil {
+	if err := r.checkLease(st.req, st, now); err != nil {
 		return &Result{}, err
 	}
-	st.res = &Result{}
+	st.res = &ans.res
+	ans.res.Attempts = ans.attempts[:0:len(ans.attempts)]
 	defer func() { st.share.Release() }()
 	for pass := 0; ; pass++ {
 		if pass > 0 {
@@ -444,11 +506,11 @@ func (r *Router) dispatch(ctx context.Context, req Request, send SendFunc) (*Res
 		r.order(st, now)
 		if !st.ordered {
 			st.ordered = true
-			if st.share, err = r.connectionSlot(ctx, st); err != nil {
+			if st.share, err = r.connectionSlot(ctx, st, &now); err != nil {
 				return st.res, err
 			}
 		}
-		if done, err := r.round(ctx, st); done {
+		if done, err := r.round(ctx, st, now); done {
 			return st.res, err
 		}
 		if st.budget == 0 {
@@ -472,13 +534,16 @@ func (st *reqState) waited(d time.Duration) {
 // round dispatches st.eligible in order. It reports done when the request
 // has its answer: a success (nil error), a failure not worth a fallback, or
 // the end of ctx. Otherwise every eligible target was tried or the budget
-// ran out.
-func (r *Router) round(ctx context.Context, st *reqState) (done bool, err error) {
-	for _, t := range st.eligible {
+// ran out. now is the clock's reading for the first target; every later
+// one reads it again.
+func (r *Router) round(ctx context.Context, st *reqState, now time.Time) (done bool, err error) {
+	for i, t := range st.eligible {
 		if st.budget == 0 {
 			break
 		}
-		now := r.now()
+		if i > 0 {
+			now = r.now()
+		}
 		if !now.Before(st.deadline) {
 			return true, r.requestTimedOut(st)
 		}
@@ -608,7 +673,11 @@ func (r *Router) keepExcluded(res *Result, st *reqState) {
 	if len(st.excluded) == 0 {
 		return
 	}
-	res.Excluded = append([]Exclusion(nil), st.excluded...)
+	var into []Exclusion
+	if ans := st.ans; ans != nil && res == &ans.res {
+		into = ans.excluded[:0:len(ans.excluded)]
+	}
+	res.Excluded = append(into, st.excluded...)
 	for i := range res.Excluded {
 		st.explain(&res.Excluded[i])
 	}
@@ -692,9 +761,10 @@ type run struct {
 	ts         *targetStats
 	start      time.Time
 	cancel     context.CancelFunc
-	timer      *time.Timer
-	timedOut   atomic.Bool // set by the timer's goroutine
-	byDeadline bool        // the timer runs to the request's deadline
+	tm         *attemptTimer // nil once stopped
+	timedOut   atomic.Bool   // set by the timer's goroutine
+	byDeadline bool          // the timer runs to the request's deadline
+	timers     *sync.Pool    // where tm goes back
 
 	// The trail entry's timings (see Attempt), since start.
 	queueWait, firstByte, firstOutput time.Duration
@@ -711,8 +781,63 @@ func (a *run) timing(at Attempt) Attempt {
 
 // stop ends the attempt's timeout and context.
 func (a *run) stop() {
-	a.timer.Stop()
+	a.stopTimer()
 	a.cancel()
+}
+
+// attemptTimer is the timer of an attempt's timeout, made once with its
+// callback and reused by later attempts of the same router. A timer goes
+// back to the router's pool only when stopping it proves that its callback
+// will not run for the attempt it was armed for.
+//
+// Timers made inside a testing/synctest bubble run on the bubble's fake
+// clock and must not be used outside it, so they are never pooled: a
+// goroutine in a bubble reads time.Now without a monotonic clock reading,
+// which is how armTimer tells.
+type attemptTimer struct {
+	t      *time.Timer
+	cur    atomic.Pointer[run] // the attempt the timer is armed for
+	pooled bool                // the timer goes back to the pool once stopped
+}
+
+func (at *attemptTimer) fire() {
+	if a := at.cur.Load(); a != nil {
+		a.timedOut.Store(true)
+		a.cancel()
+	}
+}
+
+// armTimer starts a's timeout of d. wall is a reading of time.Now in the
+// attempt's goroutine (a.start when the router runs on the wall clock).
+func (r *Router) armTimer(a *run, d time.Duration, wall time.Time) {
+	pooled := wall != wall.Round(0) // a monotonic reading: outside any synctest bubble
+	var at *attemptTimer
+	if pooled {
+		at, _ = r.timers.Get().(*attemptTimer)
+	}
+	if at == nil {
+		at = &attemptTimer{pooled: pooled}
+		at.cur.Store(a)
+		at.t = time.AfterFunc(d, at.fire)
+	} else {
+		at.cur.Store(a)
+		at.t.Reset(d)
+	}
+	a.tm, a.timers = at, &r.timers
+}
+
+// stopTimer ends the attempt's timeout. Once the timer has fired (its
+// callback may still be running) it is left to the collector.
+func (a *run) stopTimer() {
+	at := a.tm
+	if at == nil {
+		return
+	}
+	a.tm = nil
+	if at.t.Stop() && at.pooled {
+		at.cur.Store(nil)
+		a.timers.Put(at)
+	}
 }
 
 // deadlineHit reports whether the attempt was cut by the request's
@@ -723,9 +848,9 @@ func (a *run) deadlineHit() bool { return a.byDeadline && a.timedOut.Load() }
 // deadline, left from now. A timer that fired already is left as it is:
 // the stream's next Read fails.
 func (a *run) untilDeadline(left time.Duration) {
-	if a.timer.Stop() {
+	if a.tm != nil && a.tm.t.Stop() {
 		a.byDeadline = true
-		a.timer.Reset(max(left, 0))
+		a.tm.t.Reset(max(left, 0))
 	}
 }
 
@@ -750,7 +875,12 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry boo
 			return nil, nil, err
 		}
 	}
-	admitted := r.now()
+	// The breaker's reading ends begin's waits; takeSlot may have waited
+	// on its store after it.
+	admitted := h.admittedAt()
+	if r.cfg.Slots != nil || admitted.IsZero() {
+		admitted = r.now()
+	}
 	queueWait := admitted.Sub(start) + st.slotWait
 	st.slotWait = 0
 	if skip != nil {
@@ -764,7 +894,8 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry boo
 		h.abandon()
 		return nil, nil, ErrRequestTimeout
 	}
-	a := &run{t: t, h: h, ts: r.stats.get(t), start: start, queueWait: queueWait}
+	a := st.newRun()
+	a.t, a.h, a.ts, a.start, a.queueWait = t, h, r.stats.get(t), start, queueWait
 	a.ts.requests.Add(1)
 	a.ts.inFlight.Add(1)
 
@@ -778,7 +909,11 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry boo
 	if left < d {
 		d, a.byDeadline = left, true
 	}
-	a.timer = time.AfterFunc(d, func() { a.timedOut.Store(true); cancel() })
+	wall := start
+	if r.cfg.Now != nil {
+		wall = time.Now()
+	}
+	r.armTimer(a, d, wall)
 
 	resp, sendErr := st.send(actx, t)
 	if sendErr == nil && resp == nil {
@@ -860,7 +995,14 @@ func (r *Router) failed(ctx context.Context, st *reqState, a *run, f *failure) (
 // The body is wrapped to finalize the attempt on Close, and every layer is
 // told.
 func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http.Response) (*http.Response, *failure, error) {
-	fb := &finalBody{left: -1}
+	var fb *finalBody
+	if ans := st.ans; ans != nil {
+		fb = &ans.fb
+		*fb = finalBody{}
+	} else {
+		fb = new(finalBody)
+	}
+	fb.left = -1
 	fb.fin.a = a
 	switch {
 	case isEventStream(resp):
@@ -887,17 +1029,17 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 			r.resumable(fb, st, a, prefix, body, resp.ContentLength)
 		}
 	case hasNoBody(resp):
-		a.timer.Stop()
+		a.stopTimer()
 		if resp.Body != nil {
 			fb.up, fb.c = resp.Body, resp.Body
 		}
 	default:
-		body, err := readWhole(resp.Body, resp.ContentLength, r.cfg.MaxBodyBytes)
+		body, err := readWhole(resp.Body, resp.ContentLength, r.cfg.MaxBodyBytes, st.bodyBuf())
 		resp.Body.Close()
 		if err != nil {
 			return r.bodyFailed(ctx, st, a, err)
 		}
-		a.timer.Stop()
+		a.stopTimer()
 		fb.buf.Reset(body)
 		resp.ContentLength = int64(len(body))
 		if h := resp.Header; h != nil && len(h["Content-Length"]) > 0 {
@@ -929,7 +1071,10 @@ func (r *Router) record(st *reqState, t *Target, a Attempt) {
 }
 
 func isEventStream(resp *http.Response) bool {
-	ct := resp.Header.Get("Content-Type")
+	var ct string // resp.Header.Get, without canonicalising a canonical key
+	if v := resp.Header["Content-Type"]; len(v) > 0 {
+		ct = v[0]
+	}
 	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
 }
 
@@ -962,20 +1107,29 @@ func hasNoBody(resp *http.Response) bool {
 // readWhole reads a plain answer's body whole, up to limit bytes. A body
 // that ends before its declared length (declared > 0) is cut short:
 // io.ErrUnexpectedEOF. A declared length of 0 or less is read as unknown,
-// up to its end. Over limit, the error matches [ErrBodyTooLarge].
-func readWhole(body io.Reader, declared, limit int64) ([]byte, error) {
+// up to its end. Over limit, the error matches [ErrBodyTooLarge]. The body
+// is read into buf when it fits (buf's capacity), else into new memory.
+func readWhole(body io.Reader, declared, limit int64, buf []byte) ([]byte, error) {
 	if declared > limit {
 		return nil, fmt.Errorf("%w: %d bytes declared, limit %d", ErrBodyTooLarge, declared, limit)
 	}
 	if declared > 0 {
-		b := make([]byte, declared)
+		var b []byte
+		if declared <= int64(cap(buf)) {
+			b = buf[:declared]
+		} else {
+			b = make([]byte, declared)
+		}
 		n, err := io.ReadFull(body, b)
 		if err == io.EOF { //nolint:errorlint // io.ReadFull's own value
 			err = io.ErrUnexpectedEOF // nothing of a body that was declared
 		}
 		return b[:n], err
 	}
-	b := make([]byte, 0, 512)
+	b := buf[:0]
+	if cap(b) == 0 {
+		b = make([]byte, 0, 512)
+	}
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]

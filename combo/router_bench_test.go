@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/routeguard/routeguard/affinity"
@@ -137,4 +138,122 @@ func BenchmarkDoOverheadParallel(b *testing.B) {
 			res.Response.Body.Close()
 		}
 	})
+}
+
+// TestDoAllocations counts the router's own allocations per successful
+// request with every layer on (the answers are made before counting): one
+// for the answer's memory, two for the attempt's context and one for the
+// queue's release func; a stream adds the watchdog's.
+func TestDoAllocations(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		body   string
+		want   float64
+	}{
+		{"plain", http.Header{}, "ok", 4},
+		{"stream", http.Header{"Content-Type": {"text/event-stream"}}, streamBody, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c := benchRouter(t, strategyPriority)
+			const runs = 200
+			resps := make([]http.Response, runs+2)
+			bodies := make([]strings.Reader, runs+2)
+			next := 0
+			send := func(ctx context.Context, _ *Target) (*http.Response, error) {
+				resp := &resps[next]
+				bodies[next].Reset(tc.body)
+				*resp = http.Response{StatusCode: 200, Header: tc.header, ContentLength: -1,
+					Body: staticBody{&bodies[next]}}
+				next++
+				return resp, nil
+			}
+			ctx := context.Background()
+			do := func() {
+				res, err := r.Do(ctx, Request{Combo: c}, send)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, _ := io.Copy(io.Discard, res.Response.Body); n != int64(len(tc.body)) {
+					t.Fatalf("body %d bytes, want %d", n, len(tc.body))
+				}
+				res.Response.Body.Close()
+			}
+			do() // warm the pools
+			next = 0
+			if got := testing.AllocsPerRun(runs, do); got != tc.want && !raceEnabled {
+				t.Fatalf("Do allocates %v times per request, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDoClockReads counts the router's readings of its clock for a
+// successful plain request with every layer on: one when Do starts (the
+// deadline, the screening and the attempt's start), one at the breaker's
+// admission (the end of the admission waits), one at the answer's headers
+// and one at its commit.
+func TestDoClockReads(t *testing.T) {
+	r, c := benchRouter(t, strategyPriority)
+	base := time.Now()
+	reads := 0
+	r.cfg.Now = func() time.Time { reads++; return base }
+	send := func(ctx context.Context, _ *Target) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: staticBody{strings.NewReader("ok")}}, nil
+	}
+	res, err := r.Do(context.Background(), Request{Combo: c}, send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Response.Body.Close()
+	if reads != 4 {
+		t.Fatalf("the clock was read %d times, want 4", reads)
+	}
+}
+
+// TestAttemptTimersStayInTheirClock reuses one router on the wall clock,
+// inside a synctest bubble and on the wall clock again: the attempt's
+// timeout runs on the clock of the goroutine that makes the attempt, so the
+// bubble's attempt is cut at exactly its fake timeout and no timer of the
+// bubble is used outside it.
+func TestAttemptTimersStayInTheirClock(t *testing.T) {
+	r, c := benchRouter(t, strategyPriority)
+	c.Settings.TargetTimeout = 5 * time.Second
+	c.Settings.MaxAttempts = 1
+	ok := func(ctx context.Context, _ *Target) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: staticBody{strings.NewReader("ok")}}, nil
+	}
+	hang := func(ctx context.Context, _ *Target) (*http.Response, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	wall := func() {
+		for range 3 {
+			res, err := r.Do(context.Background(), Request{Combo: c}, ok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Response.Body.Close()
+		}
+	}
+	wall()
+	synctest.Test(t, func(t *testing.T) {
+		for range 3 {
+			start := time.Now()
+			res, err := r.Do(context.Background(), Request{Combo: c}, hang)
+			if err == nil {
+				res.Response.Body.Close()
+				t.Fatal("a hanging send succeeded")
+			}
+			if d := time.Since(start); d != 5*time.Second {
+				t.Fatalf("the attempt was cut after %v, want 5s", d)
+			}
+			res, err = r.Do(context.Background(), Request{Combo: c}, ok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Response.Body.Close()
+		}
+	})
+	wall()
 }

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/routeguard/routeguard/breaker"
 	"github.com/routeguard/routeguard/combo"
@@ -26,12 +28,18 @@ type sink interface {
 	connectionCooldown(conn, reason string)
 	modelLockout(provider, model, reason string)
 	queueRejected(key, reason string)
-	attempt(k attemptKey, d time.Duration)
-	waited(provider string, d time.Duration)
-	firstOutput(k attemptKey, d time.Duration)
+	// attemptSeries returns the series of an attempt with label set k;
+	// it is called once per label set and target, the result is kept.
+	attemptSeries(k attemptKey) *attemptSeries
+	// recordAttempt records an attempt's duration, queue wait and, for a
+	// success, first output (0: none).
+	recordAttempt(s *attemptSeries, d, wait, firstOutput time.Duration)
 	streamCut(cause string)
-	exclusion(reason string)
-	request(combo string, attempts int, overhead time.Duration)
+	// exclusionSeries and requestSeries work as attemptSeries does.
+	exclusionSeries(reason string) *exclusionSeries
+	recordExclusion(s *exclusionSeries)
+	requestSeries(combo string) *requestSeries
+	recordRequest(s *requestSeries, attempts int, overhead time.Duration)
 	fallback(from, to, result string)
 }
 
@@ -140,6 +148,18 @@ type core struct {
 	providers map[string]breaker.State // from breaker events
 	conns     map[string]connState     // from cooldown events and attempts
 	keys      map[string]struct{}      // queue keys from queue events
+	stores    []storeSource            // AttachSharedStore
+
+	attemptsSeen   identTable[*attemptSeries]
+	exclusionsSeen identTable[*exclusionSeries]
+	requestsSeen   identTable[*requestSeries]
+}
+
+// storeSource is a shared state store the gauges read.
+type storeSource struct {
+	name     string
+	lag      func() time.Duration
+	degraded func() bool
 }
 
 type connState struct {
@@ -242,30 +262,55 @@ func (c *core) onQueue(e queue.Event) {
 }
 
 func (c *core) onAttempt(a combo.Attempt) {
-	if conn := a.Target.Connection; conn != "" {
-		c.mu.RLock()
-		_, known := c.conns[conn]
-		c.mu.RUnlock()
-		if !known {
-			c.mu.Lock()
-			if _, known = c.conns[conn]; !known {
-				c.conns[conn] = connState{}
-			}
-			c.mu.Unlock()
-		}
+	reason := ""
+	switch a.Outcome {
+	case combo.OutcomeSkipped:
+		reason = string(a.Reason)
+	case combo.OutcomeFailed:
+		reason = a.Code
 	}
-	k := keyOf(&a)
-	c.sink.attempt(k, a.Duration)
-	if a.Outcome == combo.OutcomeSkipped {
-		return
+	id := identKey{
+		a: identOf(a.Target.Provider), b: identOf(a.Target.Model), c: identOf(a.Target.Connection),
+		d: identOf(reason), e: identOf(string(a.Outcome)), n: a.Status,
 	}
-	c.sink.waited(a.Target.Provider, a.QueueWait)
-	if a.Outcome == combo.OutcomeSucceeded && a.FirstOutput > 0 {
-		c.sink.firstOutput(k, a.FirstOutput)
+	s, ok := c.attemptsSeen.get(&id)
+	if !ok {
+		s = c.newAttemptSeries(&a, id, reason)
 	}
-	if a.Cut != "" {
+	first := time.Duration(0)
+	if a.Outcome == combo.OutcomeSucceeded {
+		first = a.FirstOutput
+	}
+	c.sink.recordAttempt(s, a.Duration, a.QueueWait, first)
+	if a.Cut != "" && a.Outcome != combo.OutcomeSkipped {
 		c.sink.streamCut(boundedLabel(a.Cut))
 	}
+}
+
+// newAttemptSeries is the slow path of onAttempt: it notes the attempt's
+// connection and resolves its series by label values.
+func (c *core) newAttemptSeries(a *combo.Attempt, id identKey, reason string) *attemptSeries {
+	if conn := a.Target.Connection; conn != "" {
+		c.mu.Lock()
+		if _, known := c.conns[conn]; !known {
+			c.conns[conn] = connState{} // conns never forgets one: the entry stays true
+		}
+		c.mu.Unlock()
+	}
+	s := c.sink.attemptSeries(keyOf(a))
+	c.attemptsSeen.put(id, [5]string{a.Target.Provider, a.Target.Model, a.Target.Connection, reason, string(a.Outcome)}, s)
+	return s
+}
+
+// exclusion counts one exclusion for reason.
+func (c *core) exclusion(reason string) {
+	id := identKey{a: identOf(reason)}
+	s, ok := c.exclusionsSeen.get(&id)
+	if !ok {
+		s = c.sink.exclusionSeries(boundedLabel(reason))
+		c.exclusionsSeen.put(id, [5]string{reason}, s)
+	}
+	c.sink.recordExclusion(s)
 }
 
 // onRequest records one routed request (see observe).
@@ -303,17 +348,23 @@ func (c *core) observe(name string, attempts []combo.Attempt, excluded []combo.E
 			made++
 		}
 	}
-	c.sink.request(name, made, overhead)
+	id := identKey{a: identOf(name)}
+	s, ok := c.requestsSeen.get(&id)
+	if !ok {
+		s = c.sink.requestSeries(name)
+		c.requestsSeen.put(id, [5]string{name}, s)
+	}
+	c.sink.recordRequest(s, made, overhead)
 	for i := range excluded {
 		if !skippedIn(attempts, &excluded[i]) { // a terminal answer lists its skips as exclusions too
-			c.sink.exclusion(boundedLabel(string(excluded[i].Reason)))
+			c.exclusion(string(excluded[i].Reason))
 		}
 	}
 	var prev *combo.Attempt
 	for i := range attempts {
 		a := &attempts[i]
 		if a.Outcome == combo.OutcomeSkipped {
-			c.sink.exclusion(boundedLabel(string(a.Reason)))
+			c.exclusion(string(a.Reason))
 			continue
 		}
 		if prev != nil && prev.Code != retrySameTarget {
@@ -460,6 +511,134 @@ func (c *core) queueSamples(now time.Time) []queueSample {
 	return out
 }
 
+// attachSharedStore adds (or, for a name already given, replaces) a
+// shared state store whose lag and degraded flag the gauges read.
+func (c *core) attachSharedStore(name string, lag func() time.Duration, degraded func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	src := storeSource{name: name, lag: lag, degraded: degraded}
+	for i := range c.stores {
+		if c.stores[i].name == name {
+			c.stores[i] = src
+			return
+		}
+	}
+	c.stores = append(c.stores, src)
+}
+
+type storeSample struct {
+	store            string
+	lag              time.Duration
+	hasLag, degraded bool
+}
+
+// storeSamples reads every attached store, in the order attached.
+func (c *core) storeSamples() []storeSample {
+	c.mu.RLock()
+	stores := slices.Clone(c.stores)
+	c.mu.RUnlock()
+	out := make([]storeSample, 0, len(stores))
+	for _, s := range stores {
+		x := storeSample{store: s.name}
+		if s.lag != nil {
+			x.lag, x.hasLag = max(s.lag(), 0), true
+		}
+		if s.degraded != nil {
+			x.degraded = s.degraded()
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// ident names a string by where its bytes are and how many there are.
+// Two strings with the same ident are equal; equal strings may have
+// different idents (then they take two entries of an identTable).
+type ident struct {
+	p *byte
+	n int
+}
+
+func identOf(s string) ident { return ident{unsafe.StringData(s), len(s)} }
+
+// identKey is up to five strings and an int, by ident.
+type identKey struct {
+	a, b, c, d, e ident
+	n             int
+}
+
+// identSlots is the size of an identTable: a router names a few dozen
+// label sets at most; past that, colliding entries replace each other and
+// the slow path (a map lookup by value) answers.
+const identSlots = 512
+
+// identTable maps label strings, by ident, to the series their values
+// name, with one atomic load and no hashing of the strings' bytes: it
+// keeps the per-request recording cost within its budget
+// (BenchmarkRouterOverhead in examples/gateway, BenchmarkDoOverhead here),
+// which a map keyed by the six label values (about 440 instructions per
+// lookup) does not. An entry holds the strings its key points into, so
+// their bytes cannot be freed and reused for other strings while it lives
+// (a string whose bytes change under it, made with unsafe from a reused
+// buffer, would break this as it breaks a map key). Entries are
+// immutable; a slot is replaced whole.
+type identTable[V any] struct {
+	slots [identSlots]atomic.Pointer[identEntry[V]]
+}
+
+type identEntry[V any] struct {
+	key  identKey
+	hold [5]string
+	v    V
+}
+
+func (k *identKey) slot() int {
+	h := uint64(uintptr(unsafe.Pointer(k.a.p)))
+	h = h*31 + uint64(uintptr(unsafe.Pointer(k.b.p)))
+	h = h*31 + uint64(uintptr(unsafe.Pointer(k.c.p)))
+	h = h*31 + uint64(uintptr(unsafe.Pointer(k.d.p)))
+	h = h*31 + uint64(uintptr(unsafe.Pointer(k.e.p)))
+	h = h*31 + uint64(k.n)
+	h ^= h >> 29
+	h *= 0x9e3779b97f4a7c15
+	return int(h >> 55) // 9 bits: identSlots
+}
+
+// eq is k == *o, field by field (the compiler's == calls memequal).
+func (k *identKey) eq(o *identKey) bool {
+	return k.a == o.a && k.b == o.b && k.c == o.c && k.d == o.d && k.e == o.e && k.n == o.n
+}
+
+// get returns the value stored for k, checking its slot and the next one.
+func (t *identTable[V]) get(k *identKey) (V, bool) {
+	i := k.slot()
+	if e := t.slots[i].Load(); e != nil && e.key.eq(k) {
+		return e.v, true
+	}
+	return t.next(k, i)
+}
+
+// next is get's second probe, out of line so that get stays small.
+func (t *identTable[V]) next(k *identKey, i int) (v V, ok bool) {
+	if e := t.slots[(i+1)%identSlots].Load(); e != nil && e.key.eq(k) {
+		return e.v, true
+	}
+	return v, false
+}
+
+// put stores v for k in a free slot of the two, else in the first.
+func (t *identTable[V]) put(k identKey, hold [5]string, v V) {
+	i := k.slot()
+	e := &identEntry[V]{key: k, hold: hold, v: v}
+	if t.slots[i].CompareAndSwap(nil, e) {
+		return
+	}
+	if t.slots[(i+1)%identSlots].CompareAndSwap(nil, e) {
+		return
+	}
+	t.slots[i].Store(e)
+}
+
 // cache keeps one value per label combination, made on first use, so that
 // recording a known combination takes a read lock and allocates nothing.
 type cache[K comparable, V any] struct {
@@ -529,6 +708,8 @@ const (
 	nameStreamCuts         = "routeguard_stream_cuts_total"
 	nameRouterOverhead     = "routeguard_router_overhead_seconds"
 	nameQueueWait          = "routeguard_queue_wait_seconds"
+	nameReplicationLag     = "routeguard_replication_lag_seconds"
+	nameStoreDegraded      = "routeguard_shared_store_degraded"
 
 	// The GenAI client metrics, as OpenTelemetry names them and as their
 	// Prometheus exporter writes them.
@@ -553,6 +734,8 @@ const (
 	helpStreamCuts         = "Streamed attempts failed before their first useful output, by cause."
 	helpRouterOverhead     = "Time a routed request spent in the router, outside its attempts' upstream time."
 	helpQueueWait          = "Time an attempt waited for admission (queue and connection slots)."
+	helpReplicationLag     = "Lag of the last change a shared state store applied from another replica."
+	helpStoreDegraded      = "1 while the shared state store's last remote call failed, else 0."
 	helpOperation          = "GenAI operation duration: one attempt, up to the router's commit (a plain answer read whole, or a stream's first useful output)."
 	helpFirstChunk         = "GenAI time to first chunk: from a streamed attempt's start to its first useful output."
 )

@@ -38,6 +38,8 @@
 //	routeguard_queue_rejected_total{connection,reason}       Int64Counter
 //	routeguard_stream_cuts_total{cause}                      Int64Counter
 //	routeguard_router_overhead_seconds                       Float64Histogram, 1 µs to 10 ms buckets
+//	routeguard_replication_lag_seconds{store}                Float64ObservableGauge, for each store given to AttachSharedStore
+//	routeguard_shared_store_degraded{store}                  Int64ObservableGauge, 1 while degraded
 //
 // and the GenAI client metrics gen_ai.client.operation.duration (unit s,
 // the semantic conventions' bucket boundaries) for every attempt made and
@@ -59,8 +61,9 @@
 // # Cost
 //
 // Metrics is safe for concurrent use. Each attribute set is built once and
-// its measurement options kept; from then on recording allocates nothing in
-// this package. Close unregisters the gauges' callback. Traces allocates
+// its measurement options kept, found again for an attempt or a request by
+// where its label strings are, with atomic loads only; from then on
+// recording allocates nothing in this package. Close unregisters the gauges' callback. Traces allocates
 // per recorded span, and returns at once when the request span is not
 // recording (no SDK, or not sampled).
 package otelmetrics

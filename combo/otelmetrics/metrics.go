@@ -60,10 +60,11 @@ type Metrics struct {
 	requestAttempts                                        metric.Int64Histogram
 	overhead, operation, firstChunk, queueWait             metric.Float64Histogram
 	breakerState, connUp, inFlight, queueDepth             metric.Int64ObservableGauge
-	coolUntil                                              metric.Float64ObservableGauge
+	coolUntil, storeLag                                    metric.Float64ObservableGauge
+	storeDegraded                                          metric.Int64ObservableGauge
 
 	overheadOpts       []metric.RecordOption
-	attemptChildren    *cache[attemptKey, attemptChild]
+	attemptChildren    *cache[attemptKey, *attemptSeries]
 	transitionChildren *cache[triple, []metric.AddOption]
 	cooldownChildren   *cache[pair, []metric.AddOption]
 	lockoutChildren    *cache[triple, []metric.AddOption]
@@ -76,10 +77,15 @@ type Metrics struct {
 	chunkChildren      *cache[pair, []metric.RecordOption]
 }
 
-type attemptChild struct {
-	count    []metric.AddOption
-	duration []metric.RecordOption // nil for a skip
+// attemptSeries are the attributes one attempt label set records with.
+type attemptSeries struct {
+	count                 []metric.AddOption
+	duration, wait, chunk []metric.RecordOption // nil for a skip
 }
+
+type exclusionSeries struct{ count []metric.AddOption }
+
+type requestSeries struct{ attempts []metric.RecordOption }
 
 func addOpts(kv ...attribute.KeyValue) []metric.AddOption {
 	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
@@ -145,12 +151,16 @@ func New(o Options) (*Metrics, error) {
 	m.queueDepth = gauge(nameQueueDepth, helpQueueDepth, "{request}")
 	m.coolUntil, err = meter.Float64ObservableGauge(nameCooldownUntil, metric.WithDescription(helpCooldownUntil), metric.WithUnit("s"))
 	errs = append(errs, err)
-	m.reg, err = meter.RegisterCallback(m.observe, m.breakerState, m.connUp, m.inFlight, m.queueDepth, m.coolUntil)
+	m.storeLag, err = meter.Float64ObservableGauge(nameReplicationLag, metric.WithDescription(helpReplicationLag), metric.WithUnit("s"))
+	errs = append(errs, err)
+	m.storeDegraded = gauge(nameStoreDegraded, helpStoreDegraded, "1")
+	m.reg, err = meter.RegisterCallback(m.observe, m.breakerState, m.connUp, m.inFlight, m.queueDepth, m.coolUntil,
+		m.storeLag, m.storeDegraded)
 	errs = append(errs, err)
 
 	m.overheadOpts = recordOpts()
-	m.attemptChildren = newCache(func(k attemptKey) attemptChild {
-		ch := attemptChild{count: addOpts(
+	m.attemptChildren = newCache(func(k attemptKey) *attemptSeries {
+		ch := &attemptSeries{count: addOpts(
 			attribute.String("provider", k.provider), attribute.String("model", k.model),
 			attribute.String("outcome", k.outcome), attribute.String("status_class", k.statusClass),
 			attribute.String("reason", k.reason))}
@@ -160,6 +170,8 @@ func New(o Options) (*Metrics, error) {
 				kv = append(kv, attrErrorType.String(k.errorType))
 			}
 			ch.duration = recordOpts(kv...)
+			ch.wait = m.waitChildren.get(k.provider)
+			ch.chunk = m.chunkChildren.get(pair{k.provider, k.model})
 		}
 		return ch
 	})
@@ -210,6 +222,17 @@ func (m *Metrics) AttachLockout(cfg *lockout.Config) { m.core.attachLockout(cfg)
 // set (called first). Call it before queue.New(cfg), once.
 func (m *Metrics) AttachQueue(cfg *queue.Config) { m.core.attachQueue(cfg) }
 
+// AttachSharedStore has the Metrics report a shared state store's
+// routeguard_replication_lag_seconds (from lag; none when lag is nil) and
+// routeguard_shared_store_degraded (1 while degraded reports true; none
+// when degraded is nil), with attribute store=name, read in the gauges'
+// callback. A name given again replaces the earlier funcs. The funcs are
+// called concurrently with the router and must not block: the Stats and
+// Degraded methods of combo/redisstate qualify.
+func (m *Metrics) AttachSharedStore(name string, lag func() time.Duration, degraded func() bool) {
+	m.core.attachSharedStore(name, lag, degraded)
+}
+
 // Close unregisters the callback of the observable gauges. The counters
 // and histograms keep recording.
 func (m *Metrics) Close() error {
@@ -248,6 +271,17 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(m.inFlight, int64(s.running), attrs)
 		o.ObserveInt64(m.queueDepth, int64(s.waiting), attrs)
 	}
+	for _, s := range m.core.storeSamples() {
+		attrs := metric.WithAttributes(attribute.String("store", s.store))
+		if s.hasLag {
+			o.ObserveFloat64(m.storeLag, s.lag.Seconds(), attrs)
+		}
+		v := int64(0)
+		if s.degraded {
+			v = 1
+		}
+		o.ObserveInt64(m.storeDegraded, v, attrs)
+	}
 	return nil
 }
 
@@ -271,30 +305,34 @@ func (m *Metrics) queueRejected(key, reason string) {
 	m.rejected.Add(bg, 1, m.rejectedChildren.get(pair{key, reason})...)
 }
 
-func (m *Metrics) attempt(k attemptKey, d time.Duration) {
-	ch := m.attemptChildren.get(k)
-	m.attempts.Add(bg, 1, ch.count...)
-	if ch.duration != nil {
-		m.operation.Record(bg, d.Seconds(), ch.duration...)
+func (m *Metrics) attemptSeries(k attemptKey) *attemptSeries { return m.attemptChildren.get(k) }
+
+func (m *Metrics) recordAttempt(s *attemptSeries, d, wait, firstOutput time.Duration) {
+	m.attempts.Add(bg, 1, s.count...)
+	if s.duration == nil {
+		return // a skip
 	}
-}
-
-func (m *Metrics) waited(provider string, d time.Duration) {
-	m.queueWait.Record(bg, d.Seconds(), m.waitChildren.get(provider)...)
-}
-
-func (m *Metrics) firstOutput(k attemptKey, d time.Duration) {
-	m.firstChunk.Record(bg, d.Seconds(), m.chunkChildren.get(pair{k.provider, k.model})...)
+	m.operation.Record(bg, d.Seconds(), s.duration...)
+	m.queueWait.Record(bg, wait.Seconds(), s.wait...)
+	if firstOutput > 0 {
+		m.firstChunk.Record(bg, firstOutput.Seconds(), s.chunk...)
+	}
 }
 
 func (m *Metrics) streamCut(cause string) { m.streamCuts.Add(bg, 1, m.cutChildren.get(cause)...) }
 
-func (m *Metrics) exclusion(reason string) {
-	m.exclusions.Add(bg, 1, m.exclusionChildren.get(reason)...)
+func (m *Metrics) exclusionSeries(reason string) *exclusionSeries {
+	return &exclusionSeries{count: m.exclusionChildren.get(reason)}
 }
 
-func (m *Metrics) request(name string, attempts int, overhead time.Duration) {
-	m.requestAttempts.Record(bg, int64(attempts), m.requestChildren.get(name)...)
+func (m *Metrics) recordExclusion(s *exclusionSeries) { m.exclusions.Add(bg, 1, s.count...) }
+
+func (m *Metrics) requestSeries(name string) *requestSeries {
+	return &requestSeries{attempts: m.requestChildren.get(name)}
+}
+
+func (m *Metrics) recordRequest(s *requestSeries, attempts int, overhead time.Duration) {
+	m.requestAttempts.Record(bg, int64(attempts), s.attempts...)
 	m.overhead.Record(bg, overhead.Seconds(), m.overheadOpts...)
 }
 

@@ -1,6 +1,7 @@
 package promcollector
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,7 +44,9 @@ type Collector struct {
 	requestAttempts, operation, firstChunk, queueWait      *prometheus.HistogramVec
 	overhead                                               prometheus.Histogram
 
-	attemptChildren    *cache[attemptKey, attemptChild]
+	storeLag, storeDegraded *prometheus.Desc
+
+	attemptChildren    *cache[attemptKey, *attemptSeries]
 	transitionChildren *cache[triple, prometheus.Counter]
 	cooldownChildren   *cache[pair, prometheus.Counter]
 	lockoutChildren    *cache[triple, prometheus.Counter]
@@ -56,10 +59,18 @@ type Collector struct {
 	chunkChildren      *cache[pair, prometheus.Observer]
 }
 
-type attemptChild struct {
-	count    prometheus.Counter
-	duration prometheus.Observer // nil for a skip
+// attemptSeries are the series one attempt label set records into.
+type attemptSeries struct {
+	count          prometheus.Counter
+	duration, wait prometheus.Observer // nil for a skip
+	// chunk is made on the first streamed answer, so that a plain answer
+	// adds no empty first-chunk series.
+	chunk func() prometheus.Observer
 }
+
+type exclusionSeries struct{ count prometheus.Counter }
+
+type requestSeries struct{ attempts prometheus.Observer }
 
 // New returns a Collector. Attach it to the layer configurations before
 // the layers are built, and to the router's combo.Config before combo.New.
@@ -103,12 +114,16 @@ func New(o Options) *Collector {
 		Name: nameQueueWait, Help: helpQueueWait, ConstLabels: cl, Buckets: queueWaitBuckets,
 	}, []string{"provider"})
 
-	c.attemptChildren = newCache(func(k attemptKey) attemptChild {
-		ch := attemptChild{count: c.attempts.WithLabelValues(k.provider, k.model, k.outcome, k.statusClass, k.reason)}
+	c.storeLag = prometheus.NewDesc(nameReplicationLag, helpReplicationLag, []string{"store"}, cl)
+	c.storeDegraded = prometheus.NewDesc(nameStoreDegraded, helpStoreDegraded, []string{"store"}, cl)
+	c.attemptChildren = newCache(func(k attemptKey) *attemptSeries {
+		s := &attemptSeries{count: c.attempts.WithLabelValues(k.provider, k.model, k.outcome, k.statusClass, k.reason)}
 		if k.outcome != string(combo.OutcomeSkipped) {
-			ch.duration = c.operation.WithLabelValues(c.op, k.provider, k.model, k.errorType)
+			s.duration = c.operation.WithLabelValues(c.op, k.provider, k.model, k.errorType)
+			s.wait = c.waitChildren.get(k.provider)
+			s.chunk = sync.OnceValue(func() prometheus.Observer { return c.chunkChildren.get(pair{k.provider, k.model}) })
 		}
-		return ch
+		return s
 	})
 	c.transitionChildren = newCache(func(k triple) prometheus.Counter { return c.transitions.WithLabelValues(k.a, k.b, k.c) })
 	c.cooldownChildren = newCache(func(k pair) prometheus.Counter { return c.cooldowns.WithLabelValues(k.a, k.b) })
@@ -145,9 +160,20 @@ func (c *Collector) AttachLockout(cfg *lockout.Config) { c.core.attachLockout(cf
 // already set (called first). Call it before queue.New(cfg), once.
 func (c *Collector) AttachQueue(cfg *queue.Config) { c.core.attachQueue(cfg) }
 
+// AttachSharedStore has the Collector export a shared state store's
+// routeguard_replication_lag_seconds (from lag; none when lag is nil) and
+// routeguard_shared_store_degraded (1 while degraded reports true; none
+// when degraded is nil), labelled store=name and read when the Collector
+// is collected. A name given again replaces the earlier funcs. The funcs
+// are called concurrently with the router and must not block: the Stats
+// and Degraded methods of combo/redisstate qualify.
+func (c *Collector) AttachSharedStore(name string, lag func() time.Duration, degraded func() bool) {
+	c.core.attachSharedStore(name, lag, degraded)
+}
+
 // Describe sends the descriptors of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.breakerState, c.connUp, c.coolUntil, c.inFlight, c.queueDepth} {
+	for _, d := range []*prometheus.Desc{c.breakerState, c.connUp, c.coolUntil, c.inFlight, c.queueDepth, c.storeLag, c.storeDegraded} {
 		ch <- d
 	}
 	for _, v := range c.vecs() {
@@ -183,6 +209,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.running), s.key)
 		ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(s.waiting), s.key)
 	}
+	for _, s := range c.core.storeSamples() {
+		if s.hasLag {
+			ch <- prometheus.MustNewConstMetric(c.storeLag, prometheus.GaugeValue, s.lag.Seconds(), s.store)
+		}
+		if s.degraded {
+			ch <- prometheus.MustNewConstMetric(c.storeDegraded, prometheus.GaugeValue, 1, s.store)
+		} else {
+			ch <- prometheus.MustNewConstMetric(c.storeDegraded, prometheus.GaugeValue, 0, s.store)
+		}
+	}
 	for _, v := range c.vecs() {
 		v.Collect(ch)
 	}
@@ -211,28 +247,34 @@ func (c *Collector) queueRejected(key, reason string) {
 	c.rejectedChildren.get(pair{key, reason}).Inc()
 }
 
-func (c *Collector) attempt(k attemptKey, d time.Duration) {
-	ch := c.attemptChildren.get(k)
-	ch.count.Inc()
-	if ch.duration != nil {
-		ch.duration.Observe(d.Seconds())
+func (c *Collector) attemptSeries(k attemptKey) *attemptSeries { return c.attemptChildren.get(k) }
+
+func (c *Collector) recordAttempt(s *attemptSeries, d, wait, firstOutput time.Duration) {
+	s.count.Inc()
+	if s.duration == nil {
+		return // a skip
 	}
-}
-
-func (c *Collector) waited(provider string, d time.Duration) {
-	c.waitChildren.get(provider).Observe(d.Seconds())
-}
-
-func (c *Collector) firstOutput(k attemptKey, d time.Duration) {
-	c.chunkChildren.get(pair{k.provider, k.model}).Observe(d.Seconds())
+	s.duration.Observe(d.Seconds())
+	s.wait.Observe(wait.Seconds())
+	if firstOutput > 0 {
+		s.chunk().Observe(firstOutput.Seconds())
+	}
 }
 
 func (c *Collector) streamCut(cause string) { c.cutChildren.get(cause).Inc() }
 
-func (c *Collector) exclusion(reason string) { c.exclusionChildren.get(reason).Inc() }
+func (c *Collector) exclusionSeries(reason string) *exclusionSeries {
+	return &exclusionSeries{count: c.exclusionChildren.get(reason)}
+}
 
-func (c *Collector) request(name string, attempts int, overhead time.Duration) {
-	c.requestChildren.get(name).Observe(float64(attempts))
+func (c *Collector) recordExclusion(s *exclusionSeries) { s.count.Inc() }
+
+func (c *Collector) requestSeries(name string) *requestSeries {
+	return &requestSeries{attempts: c.requestChildren.get(name)}
+}
+
+func (c *Collector) recordRequest(s *requestSeries, attempts int, overhead time.Duration) {
+	s.attempts.Observe(float64(attempts))
 	c.overhead.Observe(overhead.Seconds())
 }
 

@@ -40,6 +40,8 @@
 //	routeguard_queue_rejected_total{connection,reason}       queue_full, queue_timeout
 //	routeguard_stream_cuts_total{cause}                      streams failed before their first useful output, by combo.Attempt.Cut: the watchdog's reasons, empty_stream, error_event, no_output, target_timeout, read_error
 //	routeguard_router_overhead_seconds                       histogram, 1 µs to 10 ms buckets
+//	routeguard_replication_lag_seconds{store}                lag of the last change a shared state store applied from another replica
+//	routeguard_shared_store_degraded{store}                  1 while the store's last remote call failed, else 0
 //	gen_ai_client_operation_duration_seconds{gen_ai_operation_name,gen_ai_provider_name,gen_ai_request_model,error_type}
 //	gen_ai_client_operation_time_to_first_chunk_seconds{gen_ai_operation_name,gen_ai_provider_name,gen_ai_request_model}
 //
@@ -68,11 +70,25 @@
 // router makes on purpose: admission waits, the same-target retry delay,
 // cooldown waits.
 //
+// The two shared-state gauges exist for each store given to
+// AttachSharedStore, which takes funcs rather than a store so that this
+// module needs none of the state modules: for combo/redisstate,
+//
+//	rep := state.Replicator(redisstate.ReplicatorConfig{})
+//	metrics.AttachSharedStore("redis",
+//		func() time.Duration { return rep.Stats().Lag },
+//		func() bool { return rep.Stats().Degraded })
+//
 // # Cost
 //
 // A Collector is safe for concurrent use. Every label combination is
-// resolved once; from then on recording an attempt, an event or a request
-// takes a read lock and allocates nothing. Collection allocates.
+// resolved once; from then on recording an event takes a read lock, and
+// recording an attempt or a request finds its series by where the label
+// strings are (the Target's, the combo's name, the reason constants) with
+// atomic loads only, and adds the samples: about 1,400 instructions per
+// routed request in BenchmarkRouterOverhead of examples/gateway, about
+// 550 of them the client library's four histogram observations. Nothing
+// allocates but collection.
 //
 // The package combo/otelmetrics records the same metrics with
 // OpenTelemetry instruments, and the spans of each request.

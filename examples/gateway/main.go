@@ -21,8 +21,9 @@
 // resumes it; -state memory, and the demo, keep it in memory only;
 // -state-reset starts from an empty file. With -redis URL (or the
 // configuration's redis.url) every replica shares leases and connection
-// caps on that Redis (see gw.RedisConfig); the state file then keeps the
-// rest, per replica.
+// caps on that Redis, and their breakers' open periods, cooldowns and
+// terminal states, model lockouts and session pins (see gw.RedisConfig);
+// the state file then keeps a local durable copy of the latter.
 //
 // It serves POST /v1/chat/completions (model = a combo name or
 // provider/model), GET /v1/models and the admin API under /api/, guarded
@@ -79,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	grace := fs.Duration("grace", 10*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
 	verbose := fs.Bool("v", false, "log every failed or skipped attempt")
 	statePath := fs.String("state", "", "SQLite state file, or \"memory\" (default: the config's state.path, else "+gw.DefaultStateFile+" next to the config file; the demo keeps its state in memory)")
-	redisURL := fs.String("redis", "", "Redis URL (redis://[user:password@]host:port[/db]) that replicas share leases and connection caps on (default: the config's redis.url; none: each replica on its own)")
+	redisURL := fs.String("redis", "", "Redis URL (redis://[user:password@]host:port[/db]) that replicas share leases, connection caps, breakers, cooldowns, lockouts and pins on (default: the config's redis.url; none: each replica on its own)")
 	stateReset := fs.Bool("state-reset", false, "delete the state file at start: every lease, cooldown, pin, breaker and lock is forgotten")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -163,6 +164,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 		_ = srv.RunSlots(slotsCtx)
 	}()
 	defer func() { stopSlots(); <-slotsDone }()
+	// The replicator runs until the HTTP server has drained (requests
+	// finishing meanwhile still share what they learn), and stops before
+	// the writer's last write, so that the state file keeps what it
+	// applied.
+	replCtx, stopRepl := context.WithCancel(context.Background())
+	replDone := make(chan struct{})
+	go func() { // shares breakers, cooldowns, lockouts and pins on Redis
+		defer close(replDone)
+		_ = srv.RunReplication(replCtx)
+	}()
+	defer func() { stopRepl(); <-replDone }()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {

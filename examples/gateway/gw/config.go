@@ -54,8 +54,9 @@ type Config struct {
 	// State is where the gateway keeps the state that survives a restart
 	// (see StateConfig); only a restart applies a change of it.
 	State StateConfig `json:"state"`
-	// Redis is the Redis that replicas share leases and connection caps
-	// on (see RedisConfig); only a restart applies a change of it.
+	// Redis is the Redis that replicas share leases, connection caps,
+	// breakers, cooldowns, lockouts and pins on (see RedisConfig); only a
+	// restart applies a change of it.
 	Redis RedisConfig `json:"redis"`
 	// Metrics is where the Prometheus metrics are served (see
 	// MetricsConfig); only a restart applies a change of it.

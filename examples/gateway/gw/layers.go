@@ -1,6 +1,7 @@
 package gw
 
 import (
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -118,7 +119,12 @@ func registerConnections(tracker *cooldown.Tracker, c *Config, now time.Time) {
 // registers every connection with the cooldown tracker. The layers read
 // provider classes and connection caps from live, so that a reload can
 // change them.
-func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Store, ps *State, m *metrics) (combo.Config, error) {
+//
+// Each layer's change hook feeds the metrics, the state file (when the
+// file needs a hook) and the Redis replicator; the cooldown Tracker's also
+// calls forgotten (nil: none).
+func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Store, ps *State, m *metrics,
+	forgotten func(cooldown.Event)) (combo.Config, error) {
 	providerClass := func(p string) routeguard.Class { return live.Load().classOf[p] }
 	rs := c.Resilience
 
@@ -131,7 +137,7 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Stor
 
 	tracker := cooldown.New(cooldown.Config{
 		OAuth: cooldownProfile(rs.Cooldown.OAuth), APIKey: cooldownProfile(rs.Cooldown.APIKey),
-		MaxHint: msDur(rs.Cooldown.MaxHintMs), Store: ps.cooldownStore(), OnChange: m.onCooldown(nil),
+		MaxHint: msDur(rs.Cooldown.MaxHintMs), Store: ps.cooldownStore(), OnChange: m.onCooldown(chain(ps.onCooldown(), forgotten)),
 	})
 	registerConnections(tracker, c, time.Now())
 
@@ -152,7 +158,7 @@ func buildLayers(c *Config, live *atomic.Pointer[liveTables], pins affinity.Stor
 			BaseCooldown: msDur(rs.Lockout.BaseCooldownMs), MaxCooldown: msDur(rs.Lockout.MaxCooldownMs),
 			MaxBackoffSteps: lockoutSteps(rs.Lockout.MaxBackoffSteps), EscalationWindow: msDur(rs.Lockout.EscalationWindowMs),
 			OnChange: m.onLockout(ps.onLockout())}),
-		Pins:   affinity.New(affinity.Config{TTL: msDur(rs.SessionAffinityTTLMs), Store: pins}),
+		Pins:   affinity.New(affinity.Config{TTL: msDur(rs.SessionAffinityTTLMs), Store: pins, OnChange: ps.onPin()}),
 		Leases: lease.New(lease.Config{TTL: msDur(rs.LeaseTTLMs), Store: ps.leaseStore()}),
 		Slots:  ps.slotStore(),
 		Queue: queue.New(queue.Config{
@@ -234,4 +240,16 @@ func expand(p *Provider, t Target) []combo.Target {
 			Priority: t.Priority, AuthClass: class, MaxConcurrent: cn.MaxConcurrent})
 	}
 	return out
+}
+
+// warnForgotten is the cooldown hook that logs a warning when the Tracker
+// evicts a terminal state to stay within its cap (Cause "max_terminal"):
+// the connection is eligible again until the upstream refuses it anew.
+// Other drops (idle entries, the entry cap) carry nothing to warn about.
+func (s *Server) warnForgotten(e cooldown.Event) {
+	if s.logger == nil || e.Action != cooldown.Dropped || e.Cause != "max_terminal" {
+		return
+	}
+	s.logger.Warn("cooldown: terminal state forgotten to stay within the cap; the connection is eligible again",
+		slog.String("connection", e.Conn), slog.String("provider", e.Provider), slog.String("state", e.From.String()))
 }

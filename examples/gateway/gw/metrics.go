@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -12,6 +13,7 @@ import (
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/admin"
 	"github.com/routeguard/routeguard/combo/promcollector"
+	"github.com/routeguard/routeguard/combo/redisstate"
 	"github.com/routeguard/routeguard/cooldown"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
@@ -113,6 +115,23 @@ func (m *metrics) attach(cfg *combo.Config) {
 	if m != nil {
 		m.c.Attach(cfg)
 	}
+}
+
+// replicationStats is what the shared-state gauges read of a
+// *redisstate.Replicator.
+type replicationStats interface {
+	Stats() redisstate.ReplicationStats
+}
+
+// attachReplicator exports the replicator's routeguard_replication_lag_seconds
+// and routeguard_shared_store_degraded, as store "redis".
+func (m *metrics) attachReplicator(r replicationStats) {
+	if m == nil || r == nil {
+		return
+	}
+	m.c.AttachSharedStore("redis",
+		func() time.Duration { return r.Stats().Lag },
+		func() bool { return r.Stats().Degraded })
 }
 
 // handler serves the registry in the Prometheus text format; nil when

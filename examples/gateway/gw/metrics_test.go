@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -226,11 +227,33 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, title := range []string{"Breaker state by provider", "Cooling connections: until when", "Fallbacks",
-		"Router overhead (p50, p99)", "Time to first token (p50, p95) by provider"} {
+		"Router overhead (p50, p99)", "Time to first token (p50, p95) by provider",
+		"Shared state: replication lag and degraded"} {
 		found := false
 		for _, p := range d.Panels {
 			found = found || p.Title == title
 		}
 		assert.True(t, found, "the dashboard has a panel %q", title)
 	}
+}
+
+// With Redis attached, /metrics carries the replicator's lag and degraded
+// flag (store "redis"); without it, neither family.
+func TestMetricsSharedStoreGauges(t *testing.T) {
+	mr := miniredis.RunT(t)
+	up := combotest.New()
+	cfg := &gw.Config{Providers: []gw.Provider{provider("p", up, 1)},
+		Redis: gw.RedisConfig{URL: "redis://" + mr.Addr(), Namespace: "gwmetrics"}}
+	r := redisRig(t, cfg, map[string]*combotest.Upstream{"p": up})
+	reg := r.gw.Registry()
+	require.NotNil(t, reg)
+	assert.Equal(t, 2, testutil.CollectAndCount(reg, "routeguard_replication_lag_seconds", "routeguard_shared_store_degraded"))
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP routeguard_shared_store_degraded 1 while the shared state store's last remote call failed, else 0.
+# TYPE routeguard_shared_store_degraded gauge
+routeguard_shared_store_degraded{store="redis"} 0
+`), "routeguard_shared_store_degraded"))
+
+	plain := fallbackRig(t, nil)
+	assert.Equal(t, 0, testutil.CollectAndCount(plain.gw.Registry(), "routeguard_replication_lag_seconds", "routeguard_shared_store_degraded"))
 }

@@ -2,7 +2,11 @@ package gw
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/redisstate"
+	"github.com/routeguard/routeguard/cooldown"
 	"github.com/routeguard/routeguard/queue/slotstore"
 )
 
@@ -20,10 +25,15 @@ import (
 // on each connection's maxConcurrent. Without a URL every replica keeps
 // them on its own. Only a restart applies a change of it.
 //
-// With Redis on, leases live in Redis only (the state file, if any, keeps
-// the efficiency state: cooldowns, pins, breakers, lockouts, per replica);
-// a capped connection costs two Redis calls per attempt (take and free its
-// slot), nothing else on the request path does. While Redis is
+// With Redis on, leases live in Redis only, and the replicas also share
+// their breakers' open periods, connection cooldowns and terminal states
+// (kept until a reset), model lockouts and session pins: each change is
+// applied locally first and published in the background, and every
+// replica merges the others' changes into its own state, typically within
+// milliseconds. The state file, if any, keeps a local durable copy of
+// those, the others' changes included. The provider cooldown gate stays
+// per replica. A capped connection costs two Redis calls per attempt
+// (take and free its slot), nothing else on the request path does. While Redis is
 // unreachable, lease operations answer 503 LEASE_SERVICE_UNAVAILABLE,
 // fences keep admitting the leases this replica verified until they
 // expire, and slots fall back to a local cap of the same size (or refuse,
@@ -54,16 +64,33 @@ func (c RedisConfig) validate() error {
 	return nil
 }
 
-// redisState is a State's Redis: the client and the shared state on it.
+// redisState is a State's Redis: the client, the shared state on it and
+// the replicator of the layers' state.
 type redisState struct {
 	url string
 	rdb *redis.Client
 	rs  *redisstate.State
+	rep *redisstate.Replicator
+	// cds is the cooldown store the replicator writes to when the State
+	// has no file (with one, the file's store is used).
+	cds cooldown.Store
 }
 
-// AttachRedis makes s keep leases and connection slots in the Redis of c
-// (url, when not empty, replaces c.URL), before the State is given to New.
-// It makes no remote call; a Redis that cannot be reached shows later, as
+// replicaName names this process among the replicas: host, pid and a
+// random suffix, so that two States of one process (tests) are two
+// replicas too.
+func replicaName() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	rand.Read(b)
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b)
+}
+
+// AttachRedis makes s keep leases and connection slots in the Redis of c,
+// and share the layers' state there (url, when not empty, replaces
+// c.URL), before the State is given to New.
+// It makes no remote call and starts nothing (see Server.RunSlots and
+// Server.RunReplication); a Redis that cannot be reached shows later, as
 // the 503s and fallbacks RedisConfig describes. Without a URL it does
 // nothing. Close closes the client.
 func (s *State) AttachRedis(url string, c RedisConfig, onDegraded func(bool)) error {
@@ -82,13 +109,26 @@ func (s *State) AttachRedis(url string, c RedisConfig, onDegraded func(bool)) er
 	}
 	opt.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opt)
-	rs, err := redisstate.New(rdb, redisstate.Config{Namespace: c.Namespace, FailClosed: c.FailClosed, OnDegraded: onDegraded})
+	rs, err := redisstate.New(rdb, redisstate.Config{Namespace: c.Namespace, Replica: replicaName(),
+		FailClosed: c.FailClosed, OnDegraded: onDegraded})
 	if err != nil {
 		rdb.Close()
 		return fmt.Errorf("redis: %w", err)
 	}
-	s.redis = &redisState{url: opt.Addr, rdb: rdb, rs: rs}
+	s.redis = &redisState{url: opt.Addr, rdb: rdb, rs: rs, rep: rs.Replicator(redisstate.ReplicatorConfig{})}
+	if s.st == nil {
+		s.redis.cds = cooldown.NewMemoryStore()
+	}
 	return nil
+}
+
+// replicator is the replicator of the layers' state, or nil without
+// Redis.
+func (s *State) replicator() *redisstate.Replicator {
+	if s == nil || s.redis == nil {
+		return nil
+	}
+	return s.redis.rep
 }
 
 // Redis returns the address of the attached Redis, or "".
@@ -169,4 +209,28 @@ func (s *Server) RunSlots(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// RunReplication shares the layers' state with the other replicas on the
+// attached Redis (see RedisConfig) until ctx ends: it publishes this
+// replica's breaker openings, cooldowns, lockouts and pins, and merges the
+// others' into the layers that serve requests (a reload keeps them, so
+// one run covers every configuration generation). Run it on a goroutine
+// of its own while the Server serves, and wait for it to return before
+// the State is closed; without Redis it returns at once. Only one Server
+// of a State may run it.
+func (s *Server) RunReplication(ctx context.Context) error {
+	if s.repl == nil {
+		return nil
+	}
+	return s.repl.Run(ctx, s.replLayers)
+}
+
+// ReplicationStats reports the replicator's counters; ok is false without
+// Redis.
+func (s *Server) ReplicationStats() (st redisstate.ReplicationStats, ok bool) {
+	if s.repl == nil {
+		return st, false
+	}
+	return s.repl.Stats(), true
 }

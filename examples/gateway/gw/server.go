@@ -22,6 +22,7 @@ import (
 	"github.com/routeguard/routeguard/affinity"
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/admin"
+	"github.com/routeguard/routeguard/combo/redisstate"
 	"github.com/routeguard/routeguard/cooldown"
 	"github.com/routeguard/routeguard/lease"
 )
@@ -71,6 +72,10 @@ type Server struct {
 	reloadMu sync.Mutex
 	inflight inFlight
 	metrics  *metrics // nil when disabled
+	// repl shares the layers' state on Redis (RunReplication); nil
+	// without Redis.
+	repl       *redisstate.Replicator
+	replLayers redisstate.Layers
 }
 
 // state is one generation of the configuration: a request reads it once
@@ -102,7 +107,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	s.live.Store(newLiveTables(cfg))
 	s.metrics = newMetrics(cfg)
-	layers, err := buildLayers(cfg, &s.live, s.pinStore, opts.State, s.metrics)
+	layers, err := buildLayers(cfg, &s.live, s.pinStore, opts.State, s.metrics, s.warnForgotten)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +120,11 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	s.metrics.attach(&layers)
 	s.layers = layers
+	if s.repl = opts.State.replicator(); s.repl != nil {
+		s.replLayers = redisstate.Layers{Breakers: layers.Breakers, Cooldowns: opts.State.cooldownStore(),
+			Lockouts: layers.Lockouts, Pins: s.pinStore}
+		s.metrics.attachReplicator(s.repl)
+	}
 	s.cur.Store(s.newState(cfg, 1))
 	s.slots = make(chan struct{}, s.limits.maxConcurrent)
 	if s.upstream == nil {

@@ -165,10 +165,37 @@ func (s *State) pinStore() affinity.Store {
 // cooldownStore is the cooldown store; nil lets cooldown.New make its
 // in-memory one.
 func (s *State) cooldownStore() cooldown.Store {
-	if s == nil || s.st == nil {
+	if s == nil {
+		return nil
+	}
+	if s.st == nil {
+		if s.redis != nil {
+			return s.redis.cds // the replicator writes to it
+		}
 		return nil
 	}
 	return s.st.Cooldowns()
+}
+
+// chain returns a hook calling each non-nil f in turn, or nil for none.
+func chain[E any](fs ...func(E)) func(E) {
+	var out []func(E)
+	for _, f := range fs {
+		if f != nil {
+			out = append(out, f)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return func(e E) {
+		for _, f := range out {
+			f(e)
+		}
+	}
 }
 
 // leaseStore is the lease store; nil lets lease.New make its in-memory
@@ -183,12 +210,38 @@ func (s *State) leaseStore() lease.Store {
 	return s.st.Leases()
 }
 
-// onBreaker is the breaker Set's change hook; nil in memory.
+// onBreaker is the breaker Set's change hook: the file's, then the
+// replicator's; nil in memory without Redis.
 func (s *State) onBreaker() func(breaker.Event) {
-	if s == nil || s.st == nil {
+	if s == nil {
 		return nil
 	}
-	return s.st.OnBreakerChange
+	var file, shared func(breaker.Event)
+	if s.st != nil {
+		file = s.st.OnBreakerChange
+	}
+	if r := s.replicator(); r != nil {
+		shared = r.OnBreakerChange
+	}
+	return chain(file, shared)
+}
+
+// onCooldown is the cooldown Tracker's change hook: the replicator's (the
+// file needs none: it is the Tracker's store); nil without Redis.
+func (s *State) onCooldown() func(cooldown.Event) {
+	if r := s.replicator(); r != nil {
+		return r.OnCooldownChange
+	}
+	return nil
+}
+
+// onPin is the session pins' change hook: the replicator's; nil without
+// Redis.
+func (s *State) onPin() func(affinity.Event) {
+	if r := s.replicator(); r != nil {
+		return r.OnPinChange
+	}
+	return nil
 }
 
 // onGate is the provider cooldown gate's change hook; nil in memory.
@@ -199,12 +252,20 @@ func (s *State) onGate() func(breaker.Event) {
 	return s.st.OnGateChange
 }
 
-// onLockout is the lockout's change hook; nil in memory.
+// onLockout is the lockout's change hook: the file's, then the
+// replicator's; nil in memory without Redis.
 func (s *State) onLockout() func(lockout.Event) {
-	if s == nil || s.st == nil {
+	if s == nil {
 		return nil
 	}
-	return s.st.OnLockoutChange
+	var file, shared func(lockout.Event)
+	if s.st != nil {
+		file = s.st.OnLockoutChange
+	}
+	if r := s.replicator(); r != nil {
+		shared = r.OnLockoutChange
+	}
+	return chain(file, shared)
 }
 
 // restore puts the breakers, lockouts and gate entries kept in the file

@@ -1,0 +1,5 @@
+//go:build !race
+
+package combo
+
+const raceEnabled = false
