@@ -66,9 +66,15 @@ func (q *Queue) placeLocked(g *gate, now time.Time) {
 		q.keys.blocked.Set(g, heap.Stamp(g.blockedUntil))
 	default:
 		q.keys.blocked.Remove(g)
-		if g != q.keys.idleTail {
-			q.unlinkIdle(g)
+		// A gate still in the idle list keeps its place: the walks from the
+		// head in sweepLocked move it to the tail when its last use is
+		// later than its place says, so a key taken and released over and
+		// over costs no relinking.
+		if !g.inIdle {
 			q.pushIdle(g)
+		} else {
+			q.keys.seq++ // the sweep orders released gates by when they went idle
+			g.idleSeq = q.keys.seq
 		}
 	}
 }
@@ -166,18 +172,27 @@ func (q *Queue) sweepLocked(now time.Time, ttl time.Duration) {
 		}
 	}
 	for g := k.idleHead; g != nil && now.Sub(g.idleAt) >= ttl; g = k.idleHead {
-		if g.isBusy {
-			q.unlinkIdle(g)
-		} else {
-			q.dropLocked(g, now)
-		}
+		q.headLocked(g, now)
 	}
 	for g := k.idleHead; g != nil && len(q.gates) >= q.maxKeys(); g = k.idleHead {
-		if g.isBusy {
-			q.unlinkIdle(g)
-		} else {
-			q.dropLocked(g, now)
-		}
+		q.headLocked(g, now)
+	}
+}
+
+// headLocked settles the head of the idle list, met by a walk that would
+// drop it: a busy gate leaves the list, a gate used since it took its place
+// goes to the tail (its place was stale), and any other goes. Each gate is
+// moved at most once per use, so a walk costs O(1) amortised per gate it
+// drops.
+func (q *Queue) headLocked(g *gate, now time.Time) {
+	switch {
+	case g.isBusy:
+		q.unlinkIdle(g)
+	case wallAfter(g.lastUse, g.idleAt):
+		q.unlinkIdle(g)
+		q.pushIdle(g)
+	default:
+		q.dropLocked(g, now)
 	}
 }
 

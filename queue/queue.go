@@ -56,7 +56,7 @@ type gate struct {
 	// has dropped it.
 	idlePrev, idleNext *gate
 	idleAt             time.Time
-	idleSeq            uint64 // when it joined the idle list, in pushes
+	idleSeq            uint64 // when it last went idle (joined the idle list or was released in it), in pushes
 	inIdle, dropped    bool
 	isBusy             bool // busy() when last placed; counted in keyBook.busy
 	blockPos           int
