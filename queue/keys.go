@@ -60,12 +60,16 @@ func (q *Queue) placeLocked(g *gate, now time.Time) {
 	}
 	switch {
 	case busy:
-		q.keys.blocked.Remove(g) // it may stay in the idle list
+		if g.blockPos != 0 { // in the blocked heap; it may stay in the idle list
+			q.keys.blocked.Remove(g)
+		}
 	case !g.blockedUntil.IsZero() && (now.IsZero() || g.blockedUntil.After(now)):
 		q.unlinkIdle(g)
 		q.keys.blocked.Set(g, heap.Stamp(g.blockedUntil))
 	default:
-		q.keys.blocked.Remove(g)
+		if g.blockPos != 0 {
+			q.keys.blocked.Remove(g)
+		}
 		// A gate still in the idle list keeps its place: the walks from the
 		// head in sweepLocked move it to the tail when its last use is
 		// later than its place says, so a key taken and released over and
