@@ -14,104 +14,8 @@ import (
 	"github.com/routeguard/routeguard/queue/slotstore"
 )
 
-func newMemorySlots(ttl time.Duration) *memorySlots {
-	if ttl <= 0 {
-		ttl = 15 * time.Second
-	}
-	return &memorySlots{ttl: ttl, conns: map[string]map[string]time.Time{}}
-}
-
-type memorySlots struct {
-	ttl   time.Duration
-	mu    sync.Mutex
-	conns map[string]map[string]time.Time // conn → holder → expiry
-}
-
 func errLimit(limit int) error {
 	return fmt.Errorf("%w: %w: %d", ErrInvalidConfig, slotstore.ErrInvalidLimit, limit)
-}
-
-// purge drops conn's holders expired at now; it requires m.mu.
-func (m *memorySlots) purge(conn string, now time.Time) map[string]time.Time {
-	hs := m.conns[conn]
-	for h, exp := range hs {
-		if !exp.After(now) {
-			delete(hs, h)
-		}
-	}
-	if hs != nil && len(hs) == 0 {
-		delete(m.conns, conn)
-		return nil
-	}
-	return hs
-}
-
-func (m *memorySlots) TryAcquire(ctx context.Context, conn string, limit int, holder string, now time.Time) (bool, int, time.Time, error) {
-	if err := ctx.Err(); err != nil {
-		return false, 0, time.Time{}, err
-	}
-	if limit <= 0 {
-		return false, 0, time.Time{}, errLimit(limit)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	hs := m.purge(conn, now)
-	if _, ok := hs[holder]; !ok && len(hs) >= limit {
-		var first time.Time
-		for _, exp := range hs {
-			if first.IsZero() || exp.Before(first) {
-				first = exp
-			}
-		}
-		return false, len(hs), first, nil
-	}
-	if hs == nil {
-		hs = map[string]time.Time{}
-		m.conns[conn] = hs
-	}
-	hs[holder] = now.Add(m.ttl)
-	return true, len(hs), time.Time{}, nil
-}
-
-func (m *memorySlots) Release(ctx context.Context, conn, holder string, now time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if hs := m.conns[conn]; hs != nil {
-		delete(hs, holder)
-		if len(hs) == 0 {
-			delete(m.conns, conn)
-		}
-	}
-	return nil
-}
-
-func (m *memorySlots) Renew(ctx context.Context, held []slotstore.Slot, now time.Time) ([]slotstore.Slot, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var lost []slotstore.Slot
-	for _, s := range held {
-		hs := m.purge(s.Conn, now)
-		if _, ok := hs[s.Holder]; !ok {
-			lost = append(lost, s)
-			continue
-		}
-		hs[s.Holder] = now.Add(m.ttl)
-	}
-	return lost, nil
-}
-
-// holds reports whether holder has a slot of conn; for the fallback.
-func (m *memorySlots) holds(conn, holder string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := m.conns[conn][holder]
-	return ok
 }
 
 // The slot scripts. KEYS[1] is the connection's sorted set, members are
@@ -164,14 +68,37 @@ var (
 // redisSlots is the slotstore.Store of [State.Slots].
 type redisSlots struct {
 	s     *State
-	local *memorySlots // the fallback during an outage
+	local slotstore.Store // the fallback during an outage
+
+	lmu     sync.Mutex
+	granted map[slotstore.Slot]bool // the slots local granted and not yet released or lost
 
 	mu  sync.Mutex
 	exp map[slotstore.Slot]time.Time // remote slots held: the expiry of their last confirmed acquire or renewal
 }
 
 func newRedisSlots(s *State) *redisSlots {
-	return &redisSlots{s: s, local: newMemorySlots(s.cfg.SlotTTL), exp: map[slotstore.Slot]time.Time{}}
+	return &redisSlots{s: s, local: slotstore.NewMemory(s.cfg.SlotTTL), granted: map[slotstore.Slot]bool{},
+		exp: map[slotstore.Slot]time.Time{}}
+}
+
+// holds reports whether the slot of holder on conn was granted by the local
+// fallback (and not released or reported lost since).
+func (rs *redisSlots) holds(conn, holder string) bool {
+	rs.lmu.Lock()
+	defer rs.lmu.Unlock()
+	return rs.granted[slotstore.Slot{Conn: conn, Holder: holder}]
+}
+
+// noteLocal records what the local fallback granted (ok) or let go.
+func (rs *redisSlots) noteLocal(sl slotstore.Slot, ok bool) {
+	rs.lmu.Lock()
+	if ok {
+		rs.granted[sl] = true
+	} else {
+		delete(rs.granted, sl)
+	}
+	rs.lmu.Unlock()
 }
 
 // confirm records that sl was acquired or renewed at now.
@@ -242,7 +169,11 @@ func (rs *redisSlots) TryAcquire(ctx context.Context, conn string, limit int, ho
 		if rs.s.cfg.FailClosed {
 			return false, 0, time.Time{}, err
 		}
-		return rs.local.TryAcquire(ctx, conn, limit, holder, now)
+		ok, n, retry, err := rs.local.TryAcquire(ctx, conn, limit, holder, now)
+		if ok && err == nil {
+			rs.noteLocal(slotstore.Slot{Conn: conn, Holder: holder}, true)
+		}
+		return ok, n, retry, err
 	}
 	if err != nil {
 		return false, 0, time.Time{}, err
@@ -265,7 +196,8 @@ func (rs *redisSlots) TryAcquire(ctx context.Context, conn string, limit int, ho
 }
 
 func (rs *redisSlots) Release(ctx context.Context, conn, holder string, now time.Time) error {
-	if rs.local.holds(conn, holder) {
+	if rs.holds(conn, holder) {
+		rs.noteLocal(slotstore.Slot{Conn: conn, Holder: holder}, false)
 		return rs.local.Release(ctx, conn, holder, now)
 	}
 	rs.mu.Lock()
@@ -281,7 +213,7 @@ func (rs *redisSlots) Renew(ctx context.Context, held []slotstore.Slot, now time
 	var order []string
 	var local []slotstore.Slot
 	for _, sl := range held {
-		if rs.local.holds(sl.Conn, sl.Holder) {
+		if rs.holds(sl.Conn, sl.Holder) {
 			local = append(local, sl)
 			continue
 		}
@@ -292,6 +224,9 @@ func (rs *redisSlots) Renew(ctx context.Context, held []slotstore.Slot, now time
 		byConn[sl.Conn] = append(byConn[sl.Conn], sl.Holder)
 	}
 	lost, err := rs.local.Renew(ctx, local, now)
+	for _, sl := range lost {
+		rs.noteLocal(sl, false)
+	}
 	if err != nil || len(order) == 0 {
 		return lost, err
 	}
@@ -318,7 +253,7 @@ func (rs *redisSlots) Renew(ctx context.Context, held []slotstore.Slot, now time
 	if err != nil {
 		var remote []slotstore.Slot
 		for _, sl := range held {
-			if _, ok := byConn[sl.Conn]; ok && !rs.local.holds(sl.Conn, sl.Holder) {
+			if _, ok := byConn[sl.Conn]; ok && !rs.holds(sl.Conn, sl.Holder) {
 				remote = append(remote, sl)
 			}
 		}
