@@ -131,16 +131,52 @@ type Faults struct {
 func (u *Upstream) Chaos(c Chaos) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.chaos = newChaos(c)
+}
+
+// newChaos is the live state of chaos mode c from the start of its
+// sequence; nil when c injects nothing.
+func newChaos(c Chaos) *chaos {
 	c = c.Normalize()
 	if c.ServerError+c.RateLimit+c.Reset+c.Stall == 0 && c.Latency == 0 {
-		u.chaos = nil
-		return
+		return nil
 	}
-	u.chaos = &chaos{
+	return &chaos{
 		cfg:    c,
 		shares: [...]float64{c.ServerError, c.RateLimit, c.Reset, c.Stall},
 		rng:    rand.New(rand.NewPCG(c.Seed, c.Seed^pcgStream)),
 	}
+}
+
+// Draw is what chaos mode picked for one call: its fault and its added
+// latency, as recorded in [Call.Fault] and [Call.Delay].
+type Draw struct {
+	Fault Fault
+	Delay time.Duration
+}
+
+// Draws returns the first n draws of chaos mode c, in the order calls
+// arrive: what an [Upstream] given c by [Upstream.Chaos] picks for its
+// first n calls. A soak test can check with it that a run met exactly the
+// faults of its seed (compare with [DrawsOf] of the upstream's calls).
+func (c Chaos) Draws(n int) []Draw {
+	ch := newChaos(c)
+	out := make([]Draw, max(n, 0))
+	for i := range out {
+		if ch != nil {
+			out[i].Fault, out[i].Delay = ch.draw()
+		}
+	}
+	return out
+}
+
+// DrawsOf returns the draws recorded in calls, in order.
+func DrawsOf(calls []Call) []Draw {
+	out := make([]Draw, len(calls))
+	for i, c := range calls {
+		out[i] = Draw{c.Fault, c.Delay}
+	}
+	return out
 }
 
 // Faults returns how many faults of each kind chaos mode has injected.

@@ -106,6 +106,21 @@ func TestChaosSameSeedSameFaults(t *testing.T) {
 	})
 }
 
+// Draws predicts, call by call, what an upstream in the same chaos mode
+// picks; another seed predicts another sequence, and a Chaos that injects
+// nothing draws nothing.
+func TestChaosDrawsPredictTheUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, calls, _ := run(t, mixedChaos(42), 500)
+		got := combotest.DrawsOf(calls)
+		assert.Equal(t, mixedChaos(42).Draws(500), got)
+		assert.NotEqual(t, mixedChaos(43).Draws(500), got)
+		assert.Equal(t, mixedChaos(42).Draws(500)[:20], mixedChaos(42).Draws(20), "a prefix is the same draws")
+		assert.Equal(t, make([]combotest.Draw, 3), combotest.Chaos{Seed: 9}.Draws(3))
+		assert.Empty(t, mixedChaos(42).Draws(-1))
+	})
+}
+
 // The loopback server draws the same faults as the transport for the same
 // seed and the same calls.
 func TestChaosSameFaultsOverLoopback(t *testing.T) {

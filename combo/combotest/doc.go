@@ -18,7 +18,8 @@
 // dropped connections and of stalled answers (started, then silent until
 // the client cancels), and a random added latency. The same seed and the
 // same sequence of calls give the same faults; [Upstream.Faults] counts
-// them and [Call.Fault] tells which call got which.
+// them and [Call.Fault] tells which call got which; [Chaos.Draws] is the
+// sequence a seed gives, to check a run against ([DrawsOf]).
 //
 // # Memory
 //

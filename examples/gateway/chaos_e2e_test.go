@@ -194,11 +194,11 @@ func TestE2EChaosSeededUpstreams(t *testing.T) {
 		require.Len(t, calls, u.Total(), "%s: the log holds every call", cu.id)
 		f := u.Faults()
 		t.Logf("chaos: %s (seed %d): %d calls; faults %+v", cu.id, cu.chaos.Seed, len(calls), f)
-		assert.Equal(t, chaosReplay(cu.chaos, len(calls)), chaosSequence(calls),
+		assert.Equal(t, cu.chaos.Draws(len(calls)), combotest.DrawsOf(calls),
 			"%s: the faults and latencies of its calls, in order, are those of seed %d", cu.id, cu.chaos.Seed)
-		assert.NotEqual(t, chaosReplay(combotest.Chaos{Seed: cu.chaos.Seed + 1, ServerError: cu.chaos.ServerError,
-			RateLimit: cu.chaos.RateLimit, Reset: cu.chaos.Reset, Stall: cu.chaos.Stall, Latency: cu.chaos.Latency}, len(calls)),
-			chaosSequence(calls), "%s: another seed gives another sequence", cu.id)
+		other := cu.chaos
+		other.Seed++
+		assert.NotEqual(t, other.Draws(len(calls)), combotest.DrawsOf(calls), "%s: another seed gives another sequence", cu.id)
 		for _, c := range calls {
 			if c.Fault == combotest.FaultStall && strings.Contains(string(c.Body), `"stream":true`) {
 				streamStalls++
@@ -355,40 +355,4 @@ func sseText(body []byte) string {
 		}
 	}
 	return sb.String()
-}
-
-// chaosDraw is the fault and the added latency of one call.
-type chaosDraw struct {
-	Fault combotest.Fault
-	Delay time.Duration
-}
-
-// chaosSequence is the faults and latencies of calls, in order.
-func chaosSequence(calls []combotest.Call) []chaosDraw {
-	out := make([]chaosDraw, len(calls))
-	for i, c := range calls {
-		out[i] = chaosDraw{c.Fault, c.Delay}
-	}
-	return out
-}
-
-// chaosReplay is the sequence a fresh upstream with chaos c draws for n
-// calls. The calls go through the in-process transport with a cancelled
-// context: the upstream draws for each when it arrives, then returns at
-// once instead of waiting out the added latency.
-func chaosReplay(c combotest.Chaos, n int) []chaosDraw {
-	u := combotest.New()
-	defer u.Close()
-	u.SetLogSize(n)
-	u.Chaos(c)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rt := u.Transport()
-	for range n {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://replay.invalid/v1/chat/completions", nil)
-		if resp, err := rt.RoundTrip(req); err == nil {
-			resp.Body.Close()
-		}
-	}
-	return chaosSequence(u.Calls())
 }

@@ -158,7 +158,7 @@ func TestSoakLoopback(t *testing.T) {
 	calls := flaky.Calls()
 	t.Logf("soak: flaky (seed %d) faults %+v; %d streams broken after their commit", soakChaos.Seed, flaky.Faults(), broken.Load())
 	assert.Len(t, calls, flaky.Total(), "the flaky log holds every call")
-	assert.Equal(t, chaosReplay(soakChaos, len(calls)), chaosSequence(calls),
+	assert.Equal(t, soakChaos.Draws(len(calls)), combotest.DrawsOf(calls),
 		"the faults and latencies of flaky's calls, in order, are those of seed %d", soakChaos.Seed)
 	streamStalls := 0
 	for _, c := range calls {

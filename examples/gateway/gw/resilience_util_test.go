@@ -345,42 +345,6 @@ func wholeAnswer(res result, streamed bool, texts map[string]string) error {
 	return nil
 }
 
-// chaosDraw is the fault and the added latency of one upstream call.
-type chaosDraw struct {
-	Fault combotest.Fault
-	Delay time.Duration
-}
-
-// chaosSequence is the faults and latencies of calls, in order.
-func chaosSequence(calls []combotest.Call) []chaosDraw {
-	out := make([]chaosDraw, len(calls))
-	for i, c := range calls {
-		out[i] = chaosDraw{c.Fault, c.Delay}
-	}
-	return out
-}
-
-// chaosReplay is the sequence a fresh upstream with chaos c draws for n
-// calls: the calls go through its in-process transport with a cancelled
-// context, so the upstream draws for each as it arrives and then returns
-// at once instead of waiting out the added latency.
-func chaosReplay(c combotest.Chaos, n int) []chaosDraw {
-	u := combotest.New()
-	defer u.Close()
-	u.SetLogSize(n)
-	u.Chaos(c)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	rt := u.Transport()
-	for range n {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://replay.invalid/v1/chat/completions", nil)
-		if resp, err := rt.RoundTrip(req); err == nil {
-			resp.Body.Close()
-		}
-	}
-	return chaosSequence(u.Calls())
-}
-
 // boundedRetryAfter reports what is wrong with an error answer's
 // Retry-After: there may be none, or one whole number of seconds in
 // 1..86400, and a 429 always has one.
