@@ -147,3 +147,21 @@ func BenchmarkReportDeduplicated(b *testing.B) {
 		br.ReportAt(r, now)
 	}
 }
+
+// BenchmarkSetStateRouter is the read a router makes for each candidate:
+// the state of one of a few closed providers, at a given time.
+func BenchmarkSetStateRouter(b *testing.B) {
+	s := NewSet(Config{})
+	names := []string{"openai", "anthropic", "gemini", "mistral"}
+	now := t0
+	for _, n := range names {
+		s.StateAt(n, now)
+		s.ReportAt(n, Report{Outcome: Failure}, now) // every breaker is held
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.StateAt(names[i&3], now)
+		i++
+	}
+}

@@ -54,7 +54,15 @@ type Event struct {
 	// to make room, or by a Gate when it prunes or bounds its entries. To is
 	// then Closed, the state a new breaker or entry starts in.
 	Removed bool
+	// Cause says what made a breaker's change when it was not a request's
+	// result or the passing of time: [CauseReset] for [Set.ResetAt] and
+	// [Set.ResetAllAt] (so that a reset is told apart from a probe that
+	// closed the breaker); empty otherwise, and for gate entries.
+	Cause string
 }
+
+// CauseReset is the [Event.Cause] of a change made by a reset.
+const CauseReset = "reset"
 
 // circuit is the circuit breaker of one provider, kept by a [Set]. Ask
 // with AllowReportAt before each request and report the request's result
@@ -67,11 +75,26 @@ type circuit struct {
 	name string
 	p    Profile
 	hook func(Event) // read and cleared (when a Set drops the breaker) under mu
+	// resetting marks, under mu, that the event the next unlock reports
+	// comes from ResetAt.
+	resetting bool
+
+	// quick is what lock-free readers see of a breaker whose answers do
+	// not depend on time, while it is closed or degraded without a counting
+	// window: its generation shifted left by three, the clean bit (no
+	// counted failure and no connection kept for deduplication, so that a
+	// success changes nothing) shifted left by two, and one plus its state;
+	// zero otherwise. It is stored under mu on every unlock that may have
+	// changed any of them (see [circuit.unlockAndNotify]), so a reader sees
+	// them as of some moment between two locked sections.
+	quick atomic.Uint64
 
 	mu sync.Mutex // protects everything below, and every call into cb
-	// cb decides when a closed breaker trips. Once it has tripped (cbOpen)
-	// it is left alone, its own timer never firing, and it is replaced by a
-	// fresh machine when the breaker closes again.
+	// cb decides when a closed breaker trips. It is built on the first
+	// failure the closed breaker counts. Once it has tripped (cbOpen) it is
+	// left alone, its own timer never firing, and it is dropped when the
+	// breaker closes again, so that the next closed period starts with a
+	// fresh machine.
 	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
 	cbOpen bool
 	// state is the kept state. Open turns HalfOpen lazily, on the first
@@ -139,8 +162,37 @@ const cbTimeout = 100 * 365 * 24 * time.Hour
 // the change.
 func newCircuit(name string, p Profile, onChange func(Event)) *circuit {
 	b := &circuit{name: name, p: p.normalize(), hook: onChange}
-	b.cb = b.newMachine()
+	b.publishQuickLocked() // b is not shared yet
 	return b
+}
+
+// publishQuickLocked stores the quick word of the breaker's current state
+// and generation; b.mu is held (or b is not shared yet).
+func (b *circuit) publishQuickLocked() {
+	var q uint64
+	if b.state.admits() && b.p.Window == 0 {
+		q = b.gen<<3 | uint64(b.state) + 1
+		if b.failures == 0 && len(b.conns) == 0 {
+			q |= quickClean
+		}
+	}
+	if b.quick.Load() != q {
+		b.quick.Store(q)
+	}
+}
+
+// quickClean is the clean bit of the quick word.
+const quickClean = 1 << 2
+
+// quickState returns the state and generation of a breaker that admits
+// without reading the clock, and ok == false when the breaker must be
+// asked under its lock.
+func (b *circuit) quickState() (st State, gen uint64, ok bool) {
+	q := b.quick.Load()
+	if q == 0 {
+		return 0, 0, false
+	}
+	return State(q&3 - 1), q >> 3, true
 }
 
 // newMachine builds the gobreaker machine that decides a closed breaker's
@@ -202,10 +254,13 @@ func (b *circuit) AllowReportAt(now time.Time) (done func(Report), err error) {
 // admit decides one admission at now: the generation to report under,
 // whether it is the half-open probe, or the refusal.
 func (b *circuit) admit(now time.Time) (gen uint64, probe bool, err error) {
-	b.mu.Lock()
-	if b.state.admits() && b.p.Window == 0 {
+	if _, gen, ok := b.quickState(); ok {
 		// Without a counting window nothing in the closed state depends on
 		// time: admit at once.
+		return gen, false, nil
+	}
+	b.mu.Lock()
+	if b.state.admits() && b.p.Window == 0 {
 		gen = b.gen
 		b.mu.Unlock()
 		return gen, false, nil
@@ -234,6 +289,11 @@ func (b *circuit) finish(gen uint64, probe bool, r Report) {
 		o = Ignored
 	}
 	if o == Ignored && !probe {
+		return
+	}
+	if q := b.quick.Load(); o == Success && !probe && q&quickClean != 0 && q>>3 == gen {
+		// A success on a clean closed breaker of its generation changes
+		// nothing: no count to lower, no connection to forget.
 		return
 	}
 	b.mu.Lock()
@@ -298,6 +358,9 @@ func (b *circuit) closedLocked(o Outcome, k Kind, now time.Time) {
 				b.trip = true
 			}
 		}
+		if b.cb == nil {
+			b.cb = b.newMachine()
+		}
 		if gd, err := b.cb.Allow(); err == nil {
 			gd(errTripped)
 		}
@@ -324,7 +387,7 @@ func (b *circuit) openLocked(now time.Time) {
 // counts are reset.
 func (b *circuit) closeLocked() {
 	if b.cbOpen {
-		b.cb = b.newMachine()
+		b.cb, b.cbOpen = nil, false
 	}
 	b.state = Closed
 	b.gen++
@@ -441,6 +504,7 @@ func (b *circuit) unlockAndNotify(now time.Time) {
 	if b.owner != nil {
 		b.publishKeyLocked()
 	}
+	b.publishQuickLocked()
 	var ev Event
 	var hook func(Event)
 	if b.state != b.reported {
@@ -459,6 +523,9 @@ func (b *circuit) unlockAndNotify(now time.Time) {
 func (b *circuit) eventLocked(now time.Time) Event {
 	ev := Event{Provider: b.name, From: b.reported, To: b.state, At: now, Failures: b.failures,
 		OpenCycles: b.cycles, Kind: b.kind, LastFailure: b.lastFailure}
+	if b.resetting {
+		ev.Cause, b.resetting = CauseReset, false
+	}
 	if b.state == Open {
 		ev.Until = b.openedAt.Add(b.openFor)
 	}
@@ -483,6 +550,10 @@ func (b *circuit) removed(now time.Time) {
 
 // StateAt is [Set.StateAt] for this breaker.
 func (b *circuit) StateAt(now time.Time) (State, time.Duration) {
+	if st, _, ok := b.quickState(); ok {
+		// Nothing in a closed breaker without a window depends on time.
+		return st, 0
+	}
 	b.mu.Lock()
 	if b.state.admits() && b.p.Window == 0 && b.state == b.reported {
 		// Nothing in a closed breaker without a window depends on time.
@@ -503,12 +574,13 @@ func (b *circuit) StateAt(now time.Time) (State, time.Duration) {
 func (b *circuit) ResetAt(now time.Time) {
 	b.mu.Lock()
 	b.resetLocked()
+	b.resetting = b.state != b.reported // the unlock reports a change
 	b.unlockAndNotify(now)
 }
 
 func (b *circuit) resetLocked() {
 	if b.cbOpen {
-		b.cb = b.newMachine()
+		b.cb, b.cbOpen = nil, false
 	}
 	b.state = Closed
 	b.gen++

@@ -17,9 +17,7 @@ func TestSetStaysWithinCapAfterTwiceTheCap(t *testing.T) {
 	for i := range 2 * limit {
 		now = now.Add(time.Millisecond)
 		s.ReportAt("p"+strconv.Itoa(i), fail, now)
-		s.mu.RLock()
-		n := len(s.m)
-		s.mu.RUnlock()
+		n := s.Len()
 		if n > limit {
 			t.Fatalf("after provider %d the Set holds %d breakers, cap %d", i, n, limit)
 		}

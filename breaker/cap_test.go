@@ -220,7 +220,7 @@ func naiveSetEvict(s *Set, now time.Time) (expired []string, candidates []string
 	left := 0
 	bestRank := 3
 	var bestLast time.Time
-	for name, b := range s.m {
+	for name, b := range setBreakers(s) {
 		b.mu.Lock()
 		rank, last := b.evictKeyLocked()
 		b.mu.Unlock()
@@ -243,14 +243,24 @@ func naiveSetEvict(s *Set, now time.Time) (expired []string, candidates []string
 }
 
 func setNames(s *Set) []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var out []string
-	for k := range s.m {
+	for k := range setBreakers(s) {
 		out = append(out, k)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// setBreakers returns the Set's breakers by provider.
+func setBreakers(s *Set) map[string]*circuit {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := make(map[string]*circuit)
+	s.m.Range(func(k, v any) bool {
+		m[k.(string)] = v.(*circuit)
+		return true
+	})
+	return m
 }
 
 // The Set's eviction order (kept up to date from the breakers' changes)

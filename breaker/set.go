@@ -116,13 +116,19 @@ func (c *Config) classProfile(cl routeguard.Class) Profile {
 // O(log n) whatever the number held.
 //
 // A Set is created with [NewSet]; the zero value is not usable. It is safe
-// for concurrent use; lookups of existing breakers share a read lock and
-// allocate nothing.
+// for concurrent use; lookups of existing breakers take no lock and
+// allocate nothing, and [Set.StateAt] of a closed breaker without a
+// counting window writes nothing.
 type Set struct {
 	cfg Config // normalized
 
+	// m maps each provider to its breaker. Lookups read it without a lock
+	// (a sync.Map is a concurrent hash-trie whose Load takes no lock);
+	// it is written only under mu, so that it and order change together.
+	m sync.Map // string → *circuit
+	// mu serialises the writers of m and guards n and order.
 	mu sync.RWMutex
-	m  map[string]*circuit
+	n  int // breakers in m
 	// order holds every breaker of m, in the heap of its eviction rank by
 	// last failure (see [circuit.evictKeyLocked]), as of the last time the
 	// Set read the keys; guarded by mu.
@@ -133,6 +139,9 @@ type Set struct {
 	// a lock of its own, taken after theirs and after mu.
 	dirtyMu sync.Mutex
 	dirty   []*circuit
+	// spare is the emptied list of the last re-ordering, kept for the next
+	// one so that queueing a change does not allocate; guarded by mu.
+	spare []*circuit
 }
 
 func setPos(b *circuit) *int { return &b.setPos }
@@ -144,13 +153,22 @@ func (s *Set) changed(b *circuit) {
 	s.dirtyMu.Unlock()
 }
 
+// maxSpareDirty bounds the list of changed breakers a Set keeps for reuse.
+const maxSpareDirty = 1024
+
 // refreshOrderLocked re-orders the breakers whose eviction key changed
 // since the last call. s.mu is held for writing.
 func (s *Set) refreshOrderLocked() {
 	s.dirtyMu.Lock()
 	list := s.dirty
-	s.dirty = nil
+	s.dirty, s.spare = s.spare, nil
 	s.dirtyMu.Unlock()
+	defer func() {
+		if cap(list) <= maxSpareDirty {
+			clear(list)
+			s.spare = list[:0]
+		}
+	}()
 	for _, b := range list {
 		b.mu.Lock()
 		b.queued = false
@@ -167,7 +185,7 @@ func (s *Set) refreshOrderLocked() {
 // NewSet returns an empty Set configured by cfg (normalized with
 // [Config.Normalize]).
 func NewSet(cfg Config) *Set {
-	s := &Set{cfg: cfg.Normalize(), m: make(map[string]*circuit)}
+	s := &Set{cfg: cfg.Normalize()}
 	for i := range s.order {
 		s.order[i].Pos = setPos
 	}
@@ -188,10 +206,10 @@ func (s *Set) profileOf(provider string) Profile {
 
 // lookup returns the breaker of provider, or nil.
 func (s *Set) lookup(provider string) *circuit {
-	s.mu.RLock()
-	b := s.m[provider]
-	s.mu.RUnlock()
-	return b
+	if v, ok := s.m.Load(provider); ok {
+		return v.(*circuit)
+	}
+	return nil
 }
 
 // getAt returns the breaker of provider, creating it if needed. When the
@@ -203,19 +221,20 @@ func (s *Set) getAt(provider string, now time.Time) *circuit {
 	}
 	nb := newCircuit(provider, s.profileOf(provider), s.cfg.OnChange)
 	s.mu.Lock()
-	if b := s.m[provider]; b != nil {
+	if b := s.lookup(provider); b != nil {
 		s.mu.Unlock()
 		return b
 	}
 	var dropped []*circuit
-	if len(s.m) >= s.cfg.MaxBreakers {
+	if s.n >= s.cfg.MaxBreakers {
 		if now.IsZero() {
 			now = time.Now()
 		}
 		dropped = s.evictLocked(now)
 	}
 	nb.owner = s // nb is not shared yet
-	s.m[provider] = nb
+	s.m.Store(provider, nb)
+	s.n++
 	s.order[0].Set(nb, heap.Stamp(time.Time{})) // a new breaker is idle
 	s.mu.Unlock()
 	for _, b := range dropped {
@@ -299,10 +318,11 @@ func (s *Set) StateAt(provider string, now time.Time) (State, time.Duration) {
 // lock is released, so hooks never run under it.
 func (s *Set) breakers() []*circuit {
 	s.mu.RLock()
-	list := make([]*circuit, 0, len(s.m))
-	for _, b := range s.m {
-		list = append(list, b)
-	}
+	list := make([]*circuit, 0, s.n)
+	s.m.Range(func(_, v any) bool {
+		list = append(list, v.(*circuit))
+		return true
+	})
 	s.mu.RUnlock()
 	return list
 }
@@ -407,7 +427,8 @@ func (s *Set) evictLocked(now time.Time) []*circuit {
 	tell := s.cfg.OnChange != nil
 	drop := func(b *circuit) {
 		s.order[b.setRank].Remove(b)
-		delete(s.m, b.name)
+		s.m.Delete(b.name)
+		s.n--
 		b.mu.Lock()
 		b.owner = nil
 		b.mu.Unlock()
@@ -418,7 +439,7 @@ func (s *Set) evictLocked(now time.Time) []*circuit {
 	for b, _ := s.order[0].Top(); b != nil && !b.setLast.After(cut); b, _ = s.order[0].Top() {
 		drop(b) // expired: every one goes
 	}
-	if len(s.m) < s.cfg.MaxBreakers {
+	if s.n < s.cfg.MaxBreakers {
 		return dropped
 	}
 	for i := range s.order {

@@ -122,6 +122,9 @@ func (e *exhaustion) match(t *Target) (byConnection, byProvider bool) {
 // skipped is the eligibility check: whether t must be skipped for the rest
 // of this request.
 func (e *exhaustion) skipped(t *Target) bool {
+	if len(e.connections) == 0 && len(e.providers) == 0 {
+		return false // nothing failed yet in this request
+	}
 	c, p := e.match(t)
 	return c || p
 }

@@ -3,6 +3,7 @@ package combo_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -172,4 +173,67 @@ func TestUserLayerReportSeesEveryAttempt(t *testing.T) {
 	require.NoError(t, err)
 	res.Response.Body.Close()
 	assert.Equal(t, []string{"a failed 503", "b succeeded 200"}, tier.reports)
+}
+
+// countingLayer counts its checks per provider and refuses the providers
+// named in refuse, which its Report fills: a failed attempt on a target
+// keeps every target of refuseOnFail out from then on.
+type countingLayer struct {
+	mu           sync.Mutex
+	checks       map[string]int
+	refuse       map[string]bool
+	refuseOnFail []string
+}
+
+func (l *countingLayer) Check(t *combo.Target, _ time.Time) (string, time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.checks[t.Provider]++
+	if l.refuse[t.Provider] {
+		return "drained", time.Time{}, false
+	}
+	return "", time.Time{}, true
+}
+
+func (l *countingLayer) Report(_ *combo.Target, a combo.Attempt, _ time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a.Outcome == combo.OutcomeFailed {
+		for _, p := range l.refuseOnFail {
+			l.refuse[p] = true
+		}
+	}
+}
+
+// The layers are asked about every target at the screening, and again
+// right before each attempt, except the first attempt of a screening made
+// at the same clock reading with nothing waited for since: the screening's
+// answer is the answer then. A target refused between the screening and its
+// turn is skipped at dispatch.
+func TestLayersAskedOncePerScreeningForTheFirstAttempt(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	l := &countingLayer{checks: map[string]int{}, refuse: map[string]bool{}, refuseOnFail: []string{"b"}}
+	r := combo.New(combo.Config{Layers: []combo.Layer{l}, Now: func() time.Time { return now }})
+	c := &combo.Combo{Name: "c", Targets: []combo.Target{
+		{Provider: "a", Connection: "k1", Model: "m"},
+		{Provider: "b", Connection: "k2", Model: "m"},
+		{Provider: "c", Connection: "k3", Model: "m"},
+	}}
+	var sent []string
+	res, err := r.Do(context.Background(), combo.Request{Combo: c}, func(_ context.Context, t *combo.Target) (*http.Response, error) {
+		sent = append(sent, t.Provider)
+		status := http.StatusOK
+		if t.Provider == "a" {
+			status = http.StatusServiceUnavailable
+		}
+		return &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+	})
+	require.NoError(t, err)
+	res.Response.Body.Close()
+	assert.Equal(t, []string{"a", "c"}, sent)
+	assert.Equal(t, map[string]int{"a": 1, "b": 2, "c": 2}, l.checks)
+	require.Len(t, res.Attempts, 3)
+	assert.Equal(t, combo.OutcomeSkipped, res.Attempts[1].Outcome)
+	assert.Equal(t, combo.Reason("drained"), res.Attempts[1].Reason)
+	assert.Equal(t, "c", res.Target.Provider)
 }

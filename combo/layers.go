@@ -36,23 +36,26 @@ func queueKey(t *Target) string {
 // gate, model lockout, connection, per-request exhaustion, tool limit, lease,
 // admission, then the user's Config.Layers in order. The first refusal names the exclusion: it is written to x and
 // exclusion reports true. It allocates nothing.
-func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time, x *Exclusion) bool {
-	if r.cfg.Breakers != nil {
-		if open, wait := r.breakerOpen(t.Provider, now); open {
+func (r *Router) exclusion(t *Target, st *reqState, now time.Time, x *Exclusion) bool {
+	cfg := &r.cfg
+	// The breaker is asked for every target: its lookup costs less than
+	// remembering its answers over a screening (BenchmarkEligibilityAndOrder).
+	if b := cfg.Breakers; b != nil {
+		if s, wait := b.StateAt(t.Provider, now); s == breaker.Open {
 			return exclude(x, t, ReasonCircuitOpen, "", wait)
 		}
 	}
-	if g := r.cfg.Gate; g != nil {
+	if g := cfg.Gate; g != nil {
 		if until, blocked := g.BlockedUntilAt(t.Provider, t.Connection, now); blocked {
 			return exclude(x, t, ReasonProviderCooldown, "", until.Sub(now))
 		}
 	}
-	if l := r.cfg.Lockouts; l != nil && t.Model != "" {
+	if l := cfg.Lockouts; l != nil && t.Model != "" {
 		if until, reason, locked := l.LockedAt(t.Provider, t.Connection, t.Model, now); locked {
 			return exclude(x, t, ReasonModelLockout, string(reason), until.Sub(now))
 		}
 	}
-	if c := r.cfg.Cooldowns; c != nil && t.Connection != "" {
+	if c := cfg.Cooldowns; c != nil && t.Connection != "" {
 		s := c.StatusAt(t.Connection, now)
 		switch {
 		case s.State == cooldown.Cooling:
@@ -68,35 +71,34 @@ func (r *Router) exclusion(t *Target, req *Request, st *reqState, now time.Time,
 	if st.exh.skipped(t) {
 		return exclude(x, t, ReasonExhausted, "", 0)
 	}
-	if tl := r.cfg.ToolLimits; tl != nil && !tl.Allows(t.Provider, t.Model, req.Tools, now) {
+	if tl := cfg.ToolLimits; tl != nil && !tl.Allows(t.Provider, t.Model, st.req.Tools, now) {
 		return exclude(x, t, ReasonToolLimit, "", 0)
 	}
-	if m := r.cfg.Leases; m != nil && req.Lease == nil && t.Connection != "" {
+	if m := cfg.Leases; m != nil && st.req.Lease == nil && t.Connection != "" {
 		if until, held, err := m.HeldAt(st.context(), t.Connection, now); err == nil && held {
 			return exclude(x, t, ReasonLeaseHeld, "", until.Sub(now))
 		}
 	}
-	if q := r.cfg.Queue; q != nil {
+	if q := cfg.Queue; q != nil {
 		if q.CheckAt(queueKey(t), now) == queue.Refuse {
 			return exclude(x, t, ReasonQueueFull, "", 0)
 		}
 	}
+	if len(cfg.Layers) == 0 {
+		return false
+	}
 	return r.layerExclusion(t, now, x)
 }
 
-// exclude fills x with t's exclusion and returns true.
+// exclude fills x with t's exclusion and returns true. It is kept out of
+// line: a refusal is the rare case, and inlined at every refusal it would
+// swell exclusion's frame, which every candidate pays for.
+//
+//go:noinline
 func exclude(x *Exclusion, t *Target, reason Reason, detail string, wait time.Duration) bool {
 	*x = Exclusion{Provider: t.Provider, Connection: t.Connection, Model: t.Model,
 		Reason: reason, Detail: detail, RetryAfter: wait}
 	return true
-}
-
-// breakerOpen reports whether provider's breaker is open and for how long.
-// It asks the Set each time: its read-locked lookup costs less than
-// remembering the answers of a screening pass (BenchmarkEligibilityAndOrder).
-func (r *Router) breakerOpen(provider string, now time.Time) (bool, time.Duration) {
-	s, wait := r.cfg.Breakers.StateAt(provider, now)
-	return s == breaker.Open, wait
 }
 
 // breakerState reports the provider's breaker state for strategies.
@@ -525,7 +527,7 @@ func (r *Router) evictPin(req *Request, t *Target) {
 // connection, a failure earlier in the request, a full queue) means the
 // answer is given at once.
 func (r *Router) cooldownWait(st *reqState, now time.Time) (time.Duration, bool) {
-	req, waits, left, last := st.req, st.waits, st.waitLeft, st.last
+	waits, left, last := st.waits, st.waitLeft, st.last
 	cw := st.set.CooldownWait
 	if !cw.Enabled() || r.cfg.Lockouts == nil || waits >= cw.maxAttempts() {
 		return 0, false
@@ -539,7 +541,7 @@ func (r *Router) cooldownWait(st *reqState, now time.Time) (time.Duration, bool)
 	var earliest time.Duration
 	for _, t := range st.all {
 		var x Exclusion
-		if !r.exclusion(t, req, st, now, &x) {
+		if !r.exclusion(t, st, now, &x) {
 			continue // free now (tried already in this round): nothing to wait for
 		}
 		if x.Reason != ReasonModelLockout || !waitableReason(x.Detail) ||
@@ -581,7 +583,12 @@ func eventBound(c watchdog.Config) int {
 }
 
 // holdChunk is how much room a held stream grows by: the read size.
-const holdChunk = 4096
+// A read is given at least minHoldRoom bytes, so that the answer's inline
+// room (smallBody) serves the first reads of most streams.
+const (
+	holdChunk   = 4096
+	minHoldRoom = 256
+)
 
 // holdEventsFactor bounds a held stream that carries complete events but no
 // useful output yet (metadata such as a Responses API response.created
@@ -623,7 +630,7 @@ func (r *Router) commitStream(a *run, st *reqState, resp *http.Response) ([]byte
 	// room first, then growing by at least holdChunk.
 	held := st.bodyBuf()
 	for {
-		if cap(held)-len(held) < holdChunk/8 {
+		if cap(held)-len(held) < minHoldRoom {
 			held = slices.Grow(held, holdChunk)
 		}
 		n, err := body.Read(held[len(held):cap(held)])

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +104,11 @@ type Attempt struct {
 	// past its bound without output), "target_timeout" or "read_error";
 	// "" for every other attempt.
 	Cut string
+	// Usage is the token usage a successful answer reported: parsed from a
+	// plain answer's body, or from a stream's chunks up to the commit (a
+	// stream that reports its usage in its last chunk, after the commit,
+	// leaves it zero).
+	Usage Usage
 }
 
 // Stream cut causes of Attempt.Cut other than the watchdog's reasons.
@@ -174,26 +180,8 @@ type Router struct {
 // reqState is the state of one request, reused across requests: what the
 // request is, how far it got, and the scratch space of its screenings.
 type reqState struct {
-	// The request, as dispatch received it.
-	ctx   context.Context // for the layers' store calls
-	req   *Request
-	set   Settings
-	strat Strategy
-	send  SendFunc
-	res   *Result
-
-	// How far it got.
-	deadline  time.Time     // when the request must have its answer, on the router's clock
-	budget    int           // attempts left, retries and fallbacks together
-	attempted int           // attempts made (admission skips excluded)
-	waits     int           // cooldown waits made
-	waitLeft  time.Duration // cooldown-wait budget left
-	last      *failure      // the latest failure, nil before any
-	share     queue.Grant   // a ConnectionSlotter's slot, taken once
-	ans       *answer       // the memory of the request's answer
-	slotWait  time.Duration // the wait for share, given to the next attempt's QueueWait
-	ordered   bool          // the strategy has ordered once
-	reopen    int           // early stream recoveries left for the target tried now
+	reqCore
+	set Settings // the combo's, normalized; set anew by every getState
 
 	all      []*Target
 	eligible []*Target
@@ -205,6 +193,29 @@ type reqState struct {
 	tried   []targetKey
 	exh     exhaustion
 	pick    Pick
+}
+
+// reqCore is the part of a request's state that putState zeroes: the
+// request, as dispatch received it, and how far it got.
+type reqCore struct {
+	ctx   context.Context // for the layers' store calls
+	req   *Request
+	strat Strategy
+	send  SendFunc
+	res   *Result
+
+	deadline  time.Time     // when the request must have its answer, on the router's clock
+	budget    int           // attempts left, retries and fallbacks together
+	attempted int           // attempts made (admission skips excluded)
+	waits     int           // cooldown waits made
+	waitLeft  time.Duration // cooldown-wait budget left
+	last      *failure      // the latest failure, nil before any
+	share     queue.Grant   // a ConnectionSlotter's slot, taken once
+	ans       *answer       // the memory of the request's answer
+	slotWait  time.Duration // the wait for share, given to the next attempt's QueueWait
+	ordered   bool          // the strategy has ordered once
+	fresh     bool          // the last screening ran at the current reading and nothing waited since
+	reopen    int           // early stream recoveries left for the target tried now
 }
 
 // answer is the memory of one request's answer, taken in one allocation:
@@ -240,8 +251,10 @@ func (st *reqState) bodyBuf() []byte {
 }
 
 // smallBody is the size of a plain answer's body that the answer holds
-// inline, without an allocation of its own.
-const smallBody = 512
+// inline, without an allocation of its own. It is what keeps the answer,
+// with the allocator's 8-byte header, in the 1,792-byte size class
+// (TestAnswerFitsItsSizeClass): one byte more costs 256 bytes per request.
+const smallBody = 504
 
 // newRun returns a zeroed run for an attempt: the answer's own for the
 // first attempt, a fresh one after.
@@ -297,16 +310,18 @@ func (r *Router) getState(ctx context.Context, req *Request, set Settings, strat
 	return st
 }
 
+// putState hands st back for reuse: its scratch slices emptied (and cleared
+// of what they point to), the rest zeroed but for set, which getState
+// overwrites, and pick, which order clears after each use.
 func (r *Router) putState(st *reqState) {
 	clear(st.all)
 	clear(st.eligible)
 	clear(st.excluded)
 	clear(st.skipped)
-	all, eligible, excluded, skipped := st.all[:0], st.eligible[:0], st.excluded[:0], st.skipped[:0]
-	tried, exh := st.tried[:0], st.exh
-	exh.reset()
-	*st = reqState{all: all, eligible: eligible, excluded: excluded, skipped: skipped,
-		tried: tried, exh: exh}
+	st.all, st.eligible, st.excluded, st.skipped = st.all[:0], st.eligible[:0], st.excluded[:0], st.skipped[:0]
+	st.tried = st.tried[:0]
+	st.exh.reset()
+	st.reqCore = reqCore{}
 	r.states.Put(st)
 }
 
@@ -315,12 +330,12 @@ func (r *Router) putState(st *reqState) {
 func (r *Router) screen(st *reqState, now time.Time) {
 	st.eligible = st.eligible[:0]
 	st.excluded = st.excluded[:0]
+	var x Exclusion // every refusal writes all of it
 	for _, t := range st.all {
 		if st.triedBefore(t) {
 			continue
 		}
-		var x Exclusion
-		if r.exclusion(t, st.req, st, now, &x) {
+		if r.exclusion(t, st, now, &x) {
 			st.excluded = append(st.excluded, x)
 			continue
 		}
@@ -375,6 +390,7 @@ func (r *Router) connectionSlot(ctx context.Context, st *reqState, now *time.Tim
 		return queue.Grant{}, nil
 	}
 	start := r.now()
+	st.fresh = false
 	g, err := q.AcquireMany(ctx, []queue.Need{{Key: cs.ConnectionSlot(t), Cap: t.MaxConcurrent}},
 		queue.ManyOptions{Timeout: st.set.QueueTimeout, MaxQueue: st.set.QueueDepth, FailOpen: true})
 	*now = r.now()
@@ -476,8 +492,10 @@ func (r *Router) dispatchAt(ctx context.Context, req Request, send SendFunc, now
 	if st.deadline.IsZero() {
 		st.deadline = now.Add(st.set.RequestTimeout)
 	}
-	for i := range c.Targets {
-		st.all = append(st.all, &c.Targets[i])
+	n := len(c.Targets)
+	st.all = slices.Grow(st.all[:0], n)[:n]
+	for i := range st.all {
+		st.all[i] = &c.Targets[i]
 	}
 	if err := r.checkLease(st.req, st, now); err != nil {
 		return &Result{}, err
@@ -485,36 +503,48 @@ func (r *Router) dispatchAt(ctx context.Context, req Request, send SendFunc, now
 	st.res = &ans.res
 	ans.res.Attempts = ans.attempts[:0:len(ans.attempts)]
 	defer func() { st.share.Release() }()
+	return st.res, r.passes(ctx, st, now)
+}
+
+// passes screens the targets not tried yet, then either waits out a short
+// lockout, gives up, or dispatches the eligible ones in the strategy's
+// order (a round), until the request has its answer: nil for a success,
+// the request's error otherwise. now is the first pass's reading of the
+// clock. (Kept apart from dispatchAt, so that dispatchAt has few enough
+// returns for its defers to cost nothing.)
+func (r *Router) passes(ctx context.Context, st *reqState, now time.Time) error {
 	for pass := 0; ; pass++ {
 		if pass > 0 {
 			now = r.now()
 		}
 		if !now.Before(st.deadline) {
-			return st.res, r.requestTimedOut(st)
+			return r.requestTimedOut(st)
 		}
 		r.screen(st, now)
+		st.fresh = true
 		if len(st.eligible) == 0 {
 			if d, ok := r.cooldownWait(st, now); ok {
 				if err := sleep(ctx, d); err != nil {
-					return st.res, err
+					return err
 				}
 				st.waited(d)
 				continue
 			}
-			return st.res, r.giveUp(st)
+			return r.giveUp(st)
 		}
 		r.order(st, now)
 		if !st.ordered {
 			st.ordered = true
+			var err error
 			if st.share, err = r.connectionSlot(ctx, st, &now); err != nil {
-				return st.res, err
+				return err
 			}
 		}
 		if done, err := r.round(ctx, st, now); done {
-			return st.res, err
+			return err
 		}
 		if st.budget == 0 {
-			return st.res, r.giveUp(st)
+			return r.giveUp(st)
 		}
 		// Every eligible target was tried once; loop to screen again, which
 		// either finds nothing left (and may wait) or a target freed since.
@@ -543,14 +573,18 @@ func (r *Router) round(ctx context.Context, st *reqState, now time.Time) (done b
 		}
 		if i > 0 {
 			now = r.now()
+			st.fresh = false
 		}
 		if !now.Before(st.deadline) {
 			return true, r.requestTimedOut(st)
 		}
 		st.tried = append(st.tried, keyOf(t))
-		if r.refusedAtDispatch(t, st, now) {
+		// The first target was screened at this very reading, with nothing
+		// waited for since: the layers' answer then is their answer now.
+		if !st.fresh && r.refusedAtDispatch(t, st, now) {
 			continue
 		}
+		st.fresh = false
 		resp, fail, err := r.tryTarget(ctx, t, st, now)
 		switch {
 		case err == ErrRequestTimeout: //nolint:errorlint // the attempt's own marker, never wrapped
@@ -577,7 +611,7 @@ func (r *Router) round(ctx context.Context, st *reqState, now time.Time) (done b
 // attempt: a target refused now is recorded as skipped.
 func (r *Router) refusedAtDispatch(t *Target, st *reqState, now time.Time) bool {
 	var x Exclusion
-	if !r.exclusion(t, st.req, st, now, &x) {
+	if !r.exclusion(t, st, now, &x) {
 		return false
 	}
 	st.explain(&x)
@@ -596,7 +630,7 @@ func (r *Router) tryTarget(ctx context.Context, t *Target, st *reqState, now tim
 	if st.set.StreamRecovery.Early {
 		st.reopen = 1
 	}
-	resp, fail, err := r.attempt(ctx, t, st, r.canRetry(ctx, st, 0, now), now)
+	resp, fail, err := r.attempt(ctx, t, st, 0, now)
 	for retries := 1; err == nil && fail != nil && fail.retrySame; retries++ {
 		if fail.reopen {
 			retries-- // an early stream recovery: at once, and not a transport retry
@@ -605,7 +639,7 @@ func (r *Router) tryTarget(ctx context.Context, t *Target, st *reqState, now tim
 		}
 		st.budget--
 		now = r.now()
-		resp, fail, err = r.attempt(ctx, t, st, r.canRetry(ctx, st, retries, now), now)
+		resp, fail, err = r.attempt(ctx, t, st, retries, now)
 	}
 	if err == nil && resp == nil && fail == nil {
 		st.budget++
@@ -860,11 +894,12 @@ func (a *run) untilDeadline(left time.Duration) {
 // admission, or an error when the caller's context ended or the request's
 // lease is no longer valid.
 //
-// With retry set, a transport failure before any response (not the end of
-// ctx nor of the attempt's timeout) is reported to no layer: attempt
-// returns a failure with retrySame set, and the caller sends to the same
-// target again after Settings.RetryDelay.
-func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry bool, start time.Time) (*http.Response, *failure, error) {
+// retries counts the same-target retries made so far. While another may be
+// made (see canRetry, asked only when one is needed), a transport failure
+// before any response (not the end of ctx nor of the attempt's timeout) is
+// reported to no layer: attempt returns a failure with retrySame set, and
+// the caller sends to the same target again after Settings.RetryDelay.
+func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retries int, start time.Time) (*http.Response, *failure, error) {
 	h, skip, err := r.begin(ctx, t, st)
 	if err != nil {
 		return nil, nil, err
@@ -920,7 +955,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry boo
 		sendErr = errors.New("combo: send returned neither response nor error")
 	}
 	if sendErr != nil {
-		return r.sendFailed(ctx, actx, st, a, sendErr, retry)
+		return r.sendFailed(ctx, actx, st, a, sendErr, retries)
 	}
 	a.firstByte = r.now().Sub(start)
 	if resp.StatusCode >= 400 {
@@ -933,14 +968,14 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retry boo
 
 // sendFailed ends an attempt whose send returned an error: the caller gave
 // up, a same-target retry follows, or the failure is classified.
-func (r *Router) sendFailed(ctx, actx context.Context, st *reqState, a *run, sendErr error, retry bool) (*http.Response, *failure, error) {
+func (r *Router) sendFailed(ctx, actx context.Context, st *reqState, a *run, sendErr error, retries int) (*http.Response, *failure, error) {
 	if ctx.Err() != nil { // the caller gave up: not the target's fault
 		return r.abandoned(st, a, ctx.Err())
 	}
 	if a.deadlineHit() { // the request ran out of time: not the target's fault
 		return r.abandoned(st, a, ErrRequestTimeout)
 	}
-	if retry && actx.Err() == nil {
+	if actx.Err() == nil && r.canRetry(ctx, st, retries, a.start) {
 		// A transport failure before any response, with a same-target
 		// retry left: nothing is reported, the caller sends again.
 		a.stop()
@@ -1004,6 +1039,7 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 	}
 	fb.left = -1
 	fb.fin.a = a
+	var usage Usage
 	switch {
 	case isEventStream(resp):
 		prefix, body, f := r.commitStream(a, st, resp)
@@ -1020,6 +1056,7 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 			return r.failed(ctx, st, a, f)
 		}
 		a.untilDeadline(st.deadline.Sub(r.now()))
+		usage = streamUsage(prefix)
 		fb.buf.Reset(prefix)
 		fb.up, fb.c = body, body
 		if resp.ContentLength > 0 {
@@ -1040,6 +1077,7 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 			return r.bodyFailed(ctx, st, a, err)
 		}
 		a.stopTimer()
+		usage = bodyUsage(body)
 		fb.buf.Reset(body)
 		resp.ContentLength = int64(len(body))
 		if h := resp.Header; h != nil && len(h["Content-Length"]) > 0 {
@@ -1051,7 +1089,7 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 	r.succeed(a.t, st.req, a.h, now)
 	a.ts.success(now.Sub(a.start), now)
 	r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,
-		Start: a.start, Duration: now.Sub(a.start)}))
+		Start: a.start, Duration: now.Sub(a.start), Usage: usage}))
 	return resp, nil, nil
 }
 

@@ -125,10 +125,11 @@ func inDeclaredOrder(c *Combo) *Combo {
 	return &cc
 }
 
-// strategies is a router's set of strategies by name.
+// strategies is a router's set of strategies by name. It is filled once by
+// New and only read after, so lookups take no lock.
 type strategies struct {
-	mu sync.RWMutex
-	m  map[string]Strategy
+	m   map[string]Strategy
+	def Strategy // m's priority entry, the default, found without hashing
 }
 
 // newStrategies registers the built-in strategies, sharing one random source
@@ -159,6 +160,7 @@ func newStrategies(cfg *Config) *strategies {
 	for name, st := range cfg.Strategies {
 		s.m[name] = st
 	}
+	s.def = s.m[strategyPriority]
 	return s
 }
 
@@ -168,12 +170,10 @@ func newStrategies(cfg *Config) *strategies {
 func (r *Router) Strategy(name string) (Strategy, error) { return r.strategies.get(name) }
 
 func (s *strategies) get(name string) (Strategy, error) {
-	if name == "" {
-		name = strategyPriority
+	if name == "" || name == strategyPriority {
+		return s.def, nil
 	}
-	s.mu.RLock()
 	st, ok := s.m[name]
-	s.mu.RUnlock()
 	if !ok {
 		return nil, &Error{Code: CodeUnknownStrategy, Status: http.StatusBadRequest, Strategy: name, Valid: s.names()}
 	}
@@ -181,8 +181,6 @@ func (s *strategies) get(name string) (Strategy, error) {
 }
 
 func (s *strategies) names() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	names := make([]string, 0, len(s.m))
 	for n := range s.m {
 		names = append(names, n)

@@ -92,3 +92,20 @@ func BenchmarkBaselineMap(b *testing.B) {
 		_ = s
 	}
 }
+
+// BenchmarkStatusAtRouter is the read a router makes for each candidate:
+// one of eight connections, one of them cooling, the others untracked.
+func BenchmarkStatusAtRouter(b *testing.B) {
+	tr := New(Config{})
+	ids := make([]string, 8)
+	for i := range ids {
+		ids[i] = fmt.Sprint("openai:conn-", i)
+	}
+	tr.FailAt(ids[2], rateLimit, t0)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = tr.StatusAt(ids[i&7], t0)
+		i++
+	}
+}

@@ -43,7 +43,8 @@ type Sweeper interface {
 const numShards = 64
 
 // memoryStore is the in-memory [Store]: a sharded map with one read-write
-// mutex per shard. Reads take only their shard's read lock. Writes are
+// mutex per shard. Reads take only their shard's read lock, and none at
+// all for a connection whose shard holds no entry. Writes are
 // serialised by wmu, which also guards the eviction order: once a Tracker
 // is attached, every entry sits in the heaps its state gives, so that the
 // entry caps and the idle prune find their victims in O(log n) without
@@ -69,7 +70,10 @@ type memoryStore struct {
 type memShard struct {
 	mu sync.RWMutex
 	m  map[string]*slot // protected by mu; entries are mutated only under mu
-	_  [40]byte         // keeps shards on separate cache lines
+	// n is len(m), stored under mu, so that a read of a connection in an
+	// empty shard (most connections, most of the time) takes no lock.
+	n atomic.Int32
+	_ [36]byte // keeps shards on separate cache lines
 }
 
 // slot is one stored entry, with its places in the store's heaps (guarded
@@ -106,9 +110,15 @@ func NewMemoryStore() Store {
 // shard picks conn's shard from its length and its last four bytes, where
 // connection ids usually differ, mixed by a multiplicative hash.
 func (s *memoryStore) shard(conn string) *memShard {
-	h := uint32(len(conn)) << 27
-	for i := max(0, len(conn)-4); i < len(conn); i++ {
-		h ^= uint32(conn[i]) << (8 * uint(len(conn)-1-i))
+	n := len(conn)
+	h := uint32(n) << 27
+	if n >= 4 {
+		// The last four bytes, big-endian, in one load.
+		h ^= uint32(conn[n-4])<<24 | uint32(conn[n-3])<<16 | uint32(conn[n-2])<<8 | uint32(conn[n-1])
+	} else {
+		for i := range n {
+			h ^= uint32(conn[i]) << (8 * uint(n-1-i))
+		}
 	}
 	return &s.shards[(h*0x9E3779B1)>>(32-6)]
 }
@@ -116,6 +126,9 @@ func (s *memoryStore) shard(conn string) *memShard {
 // Load returns a copy of conn's entry. It does not allocate.
 func (s *memoryStore) Load(conn string) (Entry, bool) {
 	sh := s.shard(conn)
+	if sh.n.Load() == 0 {
+		return Entry{}, false
+	}
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	if p := sh.m[conn]; p != nil {
@@ -128,11 +141,28 @@ func (s *memoryStore) Load(conn string) (Entry, bool) {
 // at now into the zero Status st without copying the entry.
 func (s *memoryStore) statusAt(conn string, now time.Time, st *Status) {
 	sh := s.shard(conn)
+	if sh.n.Load() == 0 {
+		return // nothing is tracked in conn's shard: available, level 0
+	}
 	sh.mu.RLock()
 	if p := sh.m[conn]; p != nil {
 		p.statusInto(now, st)
 	}
 	sh.mu.RUnlock()
+}
+
+// dirty reports whether conn has an entry that is not clean (see
+// [Entry.clean]), without copying it: the hot path of [Tracker.SucceedAt].
+func (s *memoryStore) dirty(conn string) bool {
+	sh := s.shard(conn)
+	if sh.n.Load() == 0 {
+		return false
+	}
+	sh.mu.RLock()
+	p := sh.m[conn]
+	d := p != nil && !p.clean()
+	sh.mu.RUnlock()
+	return d
 }
 
 // Update runs fn on conn's entry under the entry's shard lock. It keeps
@@ -170,9 +200,11 @@ func (s *memoryStore) updateLocked(conn string, fn func(e *Entry, found bool) bo
 	switch {
 	case keep && !found:
 		sh.m[conn] = p
+		sh.n.Add(1)
 		s.count.Add(1)
 	case !keep && found:
 		delete(sh.m, conn)
+		sh.n.Add(-1)
 		s.count.Add(-1)
 	}
 	sh.mu.Unlock()
@@ -235,6 +267,7 @@ func (s *memoryStore) dropLocked(p *slot, now time.Time, cause string, evs []Eve
 	sh.mu.Lock()
 	if sh.m[p.conn] == p {
 		delete(sh.m, p.conn)
+		sh.n.Add(-1)
 		s.count.Add(-1)
 	}
 	sh.mu.Unlock()
@@ -362,6 +395,7 @@ func (s *memoryStore) Sweep(drop func(conn string, e *Entry) bool) int {
 				n++
 			}
 		}
+		sh.n.Store(int32(len(sh.m)))
 		sh.mu.Unlock()
 	}
 	s.count.Add(int64(-n))

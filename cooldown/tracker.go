@@ -385,8 +385,11 @@ func (t *Tracker) profile(c routeguard.Class) shape {
 // time (such a success is a late answer to an earlier request); only
 // [Tracker.ResetAt] does. It does not allocate when there is nothing to clear.
 func (t *Tracker) SucceedAt(conn string, now time.Time) {
-	e, ok := t.store.Load(conn)
-	if !ok || e.clean() {
+	if t.mem != nil {
+		if !t.mem.dirty(conn) {
+			return
+		}
+	} else if e, ok := t.store.Load(conn); !ok || e.clean() {
 		return
 	}
 	t.clear(conn, now, Succeeded)

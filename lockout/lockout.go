@@ -45,8 +45,8 @@ const (
 //
 // The entries live in a lock-free hash table of the package's own rather
 // than in sync.Map or a mutex-guarded map: with those, the checks of
-// BenchmarkLockedAt and BenchmarkLockedAtParallel took about twice as long,
-// above the 50 ns a check may cost (table.go has the details).
+// BenchmarkLockedAtStandard took three to five times as long, above the
+// 50 ns a check may cost (table.go has the details).
 type Lockout struct {
 	cfg     atomic.Pointer[conf]
 	total   atomic.Int64 // entries across all shards

@@ -170,3 +170,28 @@ func TestHotPathAllocations(t *testing.T) {
 		t.Errorf("Acquire+release allocates %v times", n)
 	}
 }
+
+// BenchmarkCheckScreen is the router's screening of eight targets against
+// a queue that limits nothing, one of them with a request running: eight
+// CheckAt calls per op.
+func BenchmarkCheckScreen(b *testing.B) {
+	q := queue.New(queue.Config{})
+	keys := make([]string, 8)
+	for i := range keys {
+		keys[i] = "c" + strconv.Itoa(i)
+	}
+	release, err := q.Acquire(context.Background(), keys[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer release()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, k := range keys {
+			if q.CheckAt(k, now) != queue.Admit {
+				b.Fatal("not admitted")
+			}
+		}
+	}
+}

@@ -49,6 +49,11 @@ func (g *gate) busy() bool { return g.running > 0 || g.waiters.Len() > 0 || g.he
 // a block set counts as blocked until the next sweep looks. q.mu is held
 // for writing.
 func (q *Queue) placeLocked(g *gate, now time.Time) {
+	// Waiters come and go through here; a gate turns hot otherwise only by
+	// a block or learned limits, whose callers see to it.
+	if !q.limited && (g.hot || g.waiters.Len() > 0) {
+		q.heatLocked(g)
+	}
 	busy := g.busy()
 	if busy != g.isBusy {
 		g.isBusy = busy
@@ -144,7 +149,12 @@ func (q *Queue) dropLocked(g *gate, now time.Time) {
 	q.unlinkIdle(g)
 	q.keys.blocked.Remove(g)
 	g.dropped = true
+	if g.hot {
+		g.hot = false
+		q.hot--
+	}
 	delete(q.gates, g.key)
+	q.dirty = true
 	q.noteLocked(EventRemoved, g, now, nil)
 }
 

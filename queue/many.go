@@ -77,7 +77,8 @@ func (g Grant) Release() {
 // or abandoned call leaves no slot or queue entry behind. With opts.FailOpen, a full queue or a timeout instead gives a
 // Grant with Bypassed set and a nil error.
 func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions) (Grant, error) {
-	needs = normalizeNeeds(needs)
+	var needBuf [4]Need
+	needs = normalizeNeeds(needBuf[:0], needs)
 	if len(needs) == 0 {
 		return Grant{}, nil
 	}
@@ -89,30 +90,38 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 	now := time.Now()
 
 	q.mu.Lock()
-	w := &waiter{needs: make([]need, len(needs)), signal: make(chan struct{}, 1)}
+	var gateBuf [4]*gate
+	gates := gateBuf[:0]
+	// Taking in a new key may sweep, so from the first new key on the
+	// gates are held while the call sets up: making room for one needed key
+	// never drops another. Known keys alone need no holding.
+	holding := false
 	fast := true
-	// The gates are held while the call sets up, so that making room for
-	// one needed key never drops another.
-	held := make([]*gate, 0, len(needs))
-	release := func() {
-		for _, g := range held {
-			g.held--
+	for _, n := range needs {
+		g := q.gates[n.Key]
+		if g == nil {
+			if !holding {
+				holding = true
+				for _, h := range gates {
+					h.held++
+					q.placeLocked(h, now)
+				}
+			}
+			if g = q.gateLocked(n.Key, now); g == nil {
+				q.unholdLocked(gates, now)
+				return q.bypassLocked(opts, q.keysError(n.Key), EventQueueFull, []*gate{{key: n.Key}}, now)
+			}
+		}
+		if holding {
+			g.held++
 			q.placeLocked(g, now)
 		}
-	}
-	for i, n := range needs {
-		g := q.gateLocked(n.Key, now)
-		if g == nil {
-			release()
-			return q.bypassLocked(opts, q.keysError(n.Key), EventQueueFull, []*gate{{key: n.Key}}, now)
-		}
-		g.held++
-		held = append(held, g)
-		q.placeLocked(g, now)
+		gates = append(gates, g)
 		g.cap = n.Cap
-		w.needs[i] = need{g: g, cap: n.Cap}
 		if depth > 0 && g.waiters.Len() >= depth {
-			release()
+			if holding {
+				q.unholdLocked(gates, now)
+			}
 			e := newError(CodeSemaphoreQueueFull, n.Key)
 			e.Depth = depth
 			return q.bypassLocked(opts, e, EventQueueFull, []*gate{g}, now)
@@ -121,22 +130,27 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 			fast = false
 		}
 	}
-	gates := make([]*gate, len(w.needs))
-	for i, n := range w.needs {
-		gates[i] = n.g
-	}
 	if fast {
 		for _, g := range gates {
 			g.running++
 			g.lastUse = now
+			if holding {
+				g.held--
+			}
+			q.placeLocked(g, now)
 		}
-		release()
 		q.unlock()
 		t, gen := q.newTicket(nil, gates)
 		return Grant{t: t, gen: gen}, nil
 	}
+	w := &waiter{needs: make([]need, len(needs)), signal: make(chan struct{}, 1)}
+	for i, g := range gates {
+		w.needs[i] = need{g: g, cap: needs[i].Cap}
+	}
 	q.enqueueLocked(w)
-	release()
+	if holding {
+		q.unholdLocked(gates, now)
+	}
 	q.dispatchLocked(gates, now)
 	q.unlock()
 
@@ -154,6 +168,14 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 	}
 	t, gen := q.newTicket(nil, gates)
 	return Grant{t: t, gen: gen}, nil
+}
+
+// unholdLocked ends the hold of an AcquireMany setting up on gates.
+func (q *Queue) unholdLocked(gates []*gate, now time.Time) {
+	for _, g := range gates {
+		g.held--
+		q.placeLocked(g, now)
+	}
 }
 
 // bypassLocked reports err on each of gates, unlocks q.mu, and turns err
@@ -178,10 +200,11 @@ func (o ManyOptions) timeout() time.Duration {
 	return limits{MaxQueueWait: o.Timeout}.normalize().MaxQueueWait
 }
 
-// normalizeNeeds drops needs without a cap, merges duplicate keys to the
-// smaller cap and sorts by key. It returns a new slice.
-func normalizeNeeds(needs []Need) []Need {
-	out := make([]Need, 0, len(needs))
+// normalizeNeeds appends to dst the needs with a cap, sorted by key, with
+// duplicate keys merged to the smaller cap, and returns the result; needs
+// is not modified.
+func normalizeNeeds(dst, needs []Need) []Need {
+	out := dst
 	for _, n := range needs {
 		if n.Cap > 0 {
 			out = append(out, n)

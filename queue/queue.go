@@ -26,17 +26,67 @@ type Queue struct {
 	defaults limits // the limits of cfg
 	built    bool   // built by New
 
+	// limited is set when the settings may make a request wait or be
+	// refused: a cap, a depth, a rate, a spacing or per-key overrides.
+	limited bool
+
 	mu        sync.RWMutex
 	gates     map[string]*gate // lazily initialized; guarded by mu
 	keys      keyBook          // which gates may be dropped; guarded by mu
 	lastSweep time.Time        // guarded by mu
 	pend      []Event          // events to hand to OnChange at unlock; guarded by mu
+	hot       int              // gates whose hot is set; guarded by mu
+	dirty     bool             // hot or the number of keys changed since admitAll was set; guarded by mu
+
+	// admitAll is set, at the end of each change, when [Queue.CheckAt]
+	// would admit on every key: the queue is not limited, no gate is hot
+	// and there is room for a new key. CheckAt then answers without the
+	// lock or a lookup.
+	admitAll atomic.Bool
 }
 
 // New returns a Queue configured by cfg, normalized (see [Config.Normalize]).
 func New(cfg Config) *Queue {
 	cfg = cfg.Normalize()
-	return &Queue{cfg: cfg, defaults: cfg.limits(), built: true}
+	q := &Queue{cfg: cfg, defaults: cfg.limits(), built: true}
+	d := q.defaults
+	q.limited = cfg.Overrides != nil || d.RequestsPerMinute > 0 || d.MinSpacing > 0 ||
+		d.MaxConcurrency > 0 || d.MaxQueueDepth > 0
+	q.admitAll.Store(!q.limited)
+	return q
+}
+
+// heatLocked updates g.hot (and the queue's count of hot gates): whether
+// admission on g depends on more than the settings, because requests wait
+// on it or it has a block, a rate limiter, a spacing or a reservoir. A
+// limited queue keeps no count: its CheckAt always looks. q.mu is held for
+// writing.
+func (q *Queue) heatLocked(g *gate) {
+	if q.limited {
+		return
+	}
+	hot := g.waiters.Len() > 0 || !g.blockedUntil.IsZero() || g.lim != nil ||
+		g.spacing > 0 || g.learned > 0 || g.resMax > 0
+	if hot != g.hot {
+		g.hot = hot
+		if hot {
+			q.hot++
+		} else {
+			q.hot--
+		}
+		q.dirty = true
+	}
+}
+
+// publishLocked brings admitAll up to date after a change to the count of
+// hot gates or of keys; called at the end of every change, just before
+// q.mu is released.
+func (q *Queue) publishLocked() {
+	if !q.dirty {
+		return
+	}
+	q.dirty = false
+	q.admitAll.Store(!q.limited && q.hot == 0 && len(q.gates) < q.maxKeys())
 }
 
 // gate is the state of one key. All fields are guarded by Queue.mu.
@@ -48,6 +98,7 @@ type gate struct {
 	lastUse time.Time
 	touched bool   // released since lastUse was set; the sweep counts it as used
 	fullErr *Error // the last queue-full refusal, reused while the depth stays
+	hot     bool   // counted in Queue.hot; see heatLocked
 
 	// The gate's place among the queue's keys (see keyBook): in the idle
 	// list (inIdle, with the time it counts as idle from) or the blocked
@@ -149,15 +200,19 @@ func (t *ticket) release(gen uint64) {
 			q.placeLocked(g, time.Time{})
 		}
 	}
+	q.publishLocked()
 	q.mu.Unlock()
 	clear(t.gates)
 	t.q, t.one, t.gates = nil, nil, t.gates[:0]
 	ticketPool.Put(t)
 }
 
+// zeroLimits are the limits of the zero Queue.
+var zeroLimits = limits{}.normalize()
+
 func (q *Queue) settingsFor(key string) limits {
 	if !q.built {
-		return limits{}.normalize()
+		return zeroLimits
 	}
 	if q.cfg.Overrides == nil {
 		return q.defaults
@@ -203,6 +258,7 @@ func (q *Queue) gateLocked(key string, now time.Time) *gate {
 	}
 	g := &gate{key: key, lastUse: now}
 	q.gates[key] = g
+	q.dirty = true
 	q.placeLocked(g, now)
 	return g
 }
@@ -462,6 +518,7 @@ func (q *Queue) await(ctx context.Context, w *waiter, budget time.Duration, time
 					gates = append(gates, n.g)
 				}
 				q.dispatchLocked(gates, now)
+				q.publishLocked()
 			}
 			q.mu.Unlock()
 		case <-budgetTimer.C:
@@ -495,6 +552,7 @@ func (q *Queue) abandon(w *waiter, undo bool) bool {
 	now := time.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.publishLocked()
 	switch {
 	case w.err != nil:
 		return false
@@ -528,6 +586,7 @@ func (q *Queue) noteLocked(kind EventKind, g *gate, now time.Time, err error) {
 // unlock releases q.mu for writing, then hands the events recorded under it
 // to OnChange, in order.
 func (q *Queue) unlock() {
+	q.publishLocked()
 	if len(q.pend) == 0 {
 		q.mu.Unlock()
 		return
@@ -588,6 +647,7 @@ func (q *Queue) Acquire(ctx context.Context, key string) (release func(), err er
 			e.Depth = s.MaxQueueDepth
 			g.fullErr = e
 		}
+		q.heatLocked(g) // apply may have set a limiter
 		q.noteLocked(EventQueueFull, g, now, e)
 		q.unlock()
 		return nil, e

@@ -54,18 +54,27 @@ type Status struct {
 
 // CheckAt reports what Acquire would do with a request on key at now. It
 // neither blocks nor allocates (provided Config.Overrides does not).
+//
+// On a queue whose settings limit nothing (no cap, depth, rate, spacing or
+// overrides), while no key has waiters, a block or learned limits and there
+// is room for a new key, it answers Admit from one atomic load, without
+// the lock or a lookup.
 func (q *Queue) CheckAt(key string, now time.Time) Decision {
-	s := q.settingsFor(key)
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	g := q.gates[key]
-	if g == nil {
-		if !q.roomLocked(now) {
-			return Refuse
-		}
+	if q.admitAll.Load() {
 		return Admit
 	}
-	return g.decide(s, now)
+	s := q.settingsFor(key)
+	q.mu.RLock()
+	g := q.gates[key]
+	var d Decision
+	switch {
+	case g != nil:
+		d = g.decide(s, now)
+	case !q.roomLocked(now):
+		d = Refuse
+	}
+	q.mu.RUnlock()
+	return d
 }
 
 // decide is what Acquire would do on g at now under settings s. It requires
@@ -201,6 +210,7 @@ func (q *Queue) BlockAt(key string, until, now time.Time) {
 	q.usedLocked(g)
 	q.dispatchLocked([]*gate{g}, now)
 	q.placeLocked(g, now)
+	q.heatLocked(g)
 	q.noteLocked(EventBlocked, g, now, nil)
 	q.unlock()
 }
@@ -311,6 +321,7 @@ func (q *Queue) LearnAt(key string, status int, h http.Header, now time.Time) {
 		if g := q.gates[key]; g != nil {
 			g.resetRate()
 			q.dispatchLocked([]*gate{g}, now)
+			q.heatLocked(g)
 			q.noteLocked(EventLimiterReset, g, now, nil)
 		}
 		q.unlock()
@@ -348,6 +359,7 @@ func (q *Queue) LearnAt(key string, status int, h http.Header, now time.Time) {
 	g.lastUse = now
 	q.usedLocked(g)
 	q.dispatchLocked([]*gate{g}, now)
+	q.heatLocked(g)
 	q.noteLocked(EventLimitsLearned, g, now, nil)
 	q.unlock()
 }

@@ -42,13 +42,14 @@
 //	routeguard_shared_store_degraded{store}                  Int64ObservableGauge, 1 while degraded
 //
 // and the GenAI client metrics gen_ai.client.operation.duration (unit s,
-// the semantic conventions' bucket boundaries) for every attempt made and
+// the semantic conventions' bucket boundaries) for every attempt made,
 // gen_ai.client.operation.time_to_first_chunk for every stream that
-// succeeded, with gen_ai.operation.name (Options.Operation, "chat" by
-// default), gen_ai.provider.name, gen_ai.request.model and, for a failed
-// attempt, error.type (its status, or _OTHER). See combo/promcollector for
-// the meaning of each metric; gen_ai.client.token.usage is not recorded,
-// as the router does not parse the usage of answers.
+// succeeded, and gen_ai.client.token.usage (unit {token}, Int64Histogram)
+// for every successful attempt whose answer reported its usage, with
+// gen_ai.token.type input or output. They carry gen_ai.operation.name
+// (Options.Operation, "chat" by default), gen_ai.provider.name,
+// gen_ai.request.model and, for a failed attempt, error.type (its status,
+// or _OTHER). See combo/promcollector for the meaning of each metric.
 //
 // # Traces
 //
@@ -63,7 +64,11 @@
 // Metrics is safe for concurrent use. Each attribute set is built once and
 // its measurement options kept, found again for an attempt or a request by
 // where its label strings are, with atomic loads only; from then on
-// recording allocates nothing in this package. Close unregisters the gauges' callback. Traces allocates
+// recording allocates nothing in this package. Without a MeterProvider
+// the Attach methods chain no hook, so the router pays nothing; with the
+// SDK, its instruments cost about 12,700 instructions per routed request
+// in BenchmarkRouterOverhead of examples/gateway (seven measurements),
+// nearly all of them the SDK's. Close unregisters the gauges' callback. Traces allocates
 // per recorded span, and returns at once when the request span is not
 // recording (no SDK, or not sampled).
 package otelmetrics

@@ -12,6 +12,7 @@ import (
 	"github.com/routeguard/routeguard/breaker"
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/internal/metricscore"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
 )
@@ -25,13 +26,15 @@ const (
 	attrProviderName  = attribute.Key("gen_ai.provider.name")
 	attrRequestModel  = attribute.Key("gen_ai.request.model")
 	attrErrorType     = attribute.Key("error.type")
+	attrTokenType     = attribute.Key("gen_ai.token.type")
 )
 
-// Options configure Metrics. The zero value is usable but records into a
-// no-op meter provider.
+// Options configure Metrics. The zero value is usable but records
+// nothing.
 type Options struct {
 	// MeterProvider creates the package's meter (scope ScopeName). nil
-	// means a no-op provider: nothing is recorded.
+	// means nothing is recorded, at no cost: the Attach methods chain no
+	// hook (see Metrics.Attach).
 	MeterProvider metric.MeterProvider
 	// Providers are the providers whose routeguard_breaker_state series
 	// exist from the start (as closed). Others appear once the attached
@@ -48,42 +51,51 @@ type Options struct {
 
 // Metrics records routeguard's metrics as OpenTelemetry instruments, with
 // the names and attributes of the promcollector package, plus the GenAI
-// client metric gen_ai.client.operation.duration per attempt.
+// client metrics gen_ai.client.operation.duration and, when an answer
+// reported its usage, gen_ai.client.token.usage per attempt.
 // Metrics is safe for concurrent use.
 type Metrics struct {
-	core *core
-	op   string
+	core *metricscore.Core[*attemptSeries, *counterSeries, *requestSeries]
+	s    *sink
+	off  bool // no MeterProvider: nothing to record
 	reg  metric.Registration
 
-	transitions, cooldowns, lockouts, exclusions, attempts metric.Int64Counter
-	fallbacks, rejected, streamCuts                        metric.Int64Counter
-	requestAttempts                                        metric.Int64Histogram
-	overhead, operation, firstChunk, queueWait             metric.Float64Histogram
-	breakerState, connUp, inFlight, queueDepth             metric.Int64ObservableGauge
-	coolUntil, storeLag                                    metric.Float64ObservableGauge
-	storeDegraded                                          metric.Int64ObservableGauge
+	breakerState, connUp, inFlight, queueDepth metric.Int64ObservableGauge
+	coolUntil, storeLag                        metric.Float64ObservableGauge
+	storeDegraded                              metric.Int64ObservableGauge
+}
 
-	overheadOpts       []metric.RecordOption
-	attemptChildren    *cache[attemptKey, *attemptSeries]
-	transitionChildren *cache[triple, []metric.AddOption]
-	cooldownChildren   *cache[pair, []metric.AddOption]
-	lockoutChildren    *cache[triple, []metric.AddOption]
-	exclusionChildren  *cache[string, []metric.AddOption]
-	fallbackChildren   *cache[triple, []metric.AddOption]
-	rejectedChildren   *cache[pair, []metric.AddOption]
-	cutChildren        *cache[string, []metric.AddOption]
-	requestChildren    *cache[string, []metric.RecordOption]
-	waitChildren       *cache[string, []metric.RecordOption]
-	chunkChildren      *cache[pair, []metric.RecordOption]
+// sink holds the instruments and the attribute sets of every series made.
+type sink struct {
+	op string
+
+	counters                                   [metricscore.Fallbacks + 1]metric.Int64Counter
+	attempts                                   metric.Int64Counter
+	requestAttempts, tokens                    metric.Int64Histogram
+	overhead, operation, firstChunk, queueWait metric.Float64Histogram
+	overheadOpts                               []metric.RecordOption
+	counterSeries                              *metricscore.Cache[counterKey, *counterSeries]
+	attemptSeries                              *metricscore.Cache[metricscore.AttemptKey, *attemptSeries]
+	requestSeries                              *metricscore.Cache[string, *requestSeries]
+	waitOpts                                   *metricscore.Cache[string, []metric.RecordOption]
+}
+
+type counterKey struct {
+	f      metricscore.Family
+	labels [3]string
+}
+
+// counterSeries is one counter's attribute set.
+type counterSeries struct {
+	inst metric.Int64Counter
+	opts []metric.AddOption
 }
 
 // attemptSeries are the attributes one attempt label set records with.
 type attemptSeries struct {
-	count                 []metric.AddOption
-	duration, wait, chunk []metric.RecordOption // nil for a skip
+	count                                []metric.AddOption
+	duration, wait, chunk, input, output []metric.RecordOption // nil for a skip
 }
-
-type exclusionSeries struct{ count []metric.AddOption }
 
 type requestSeries struct{ attempts []metric.RecordOption }
 
@@ -95,107 +107,114 @@ func recordOpts(kv ...attribute.KeyValue) []metric.RecordOption {
 	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
 }
 
+// counterLabels are the attribute keys of each counter family.
+var counterLabels = [...][]string{
+	metricscore.Transitions: {"provider", "from", "to"},
+	metricscore.Cooldowns:   {"connection", "reason"},
+	metricscore.Lockouts:    {"provider", "model", "reason"},
+	metricscore.Rejected:    {"connection", "reason"},
+	metricscore.StreamCuts:  {"cause"},
+	metricscore.Exclusions:  {"reason"},
+	metricscore.Fallbacks:   {"from_provider", "to_provider", "result"},
+}
+
 // New returns Metrics whose instruments come from o.MeterProvider. Attach
 // it to the layer configurations before the layers are built, and to the
 // router's combo.Config before combo.New. The error joins the errors of the
 // instruments that could not be created; the others still record.
 func New(o Options) (*Metrics, error) {
 	mp := o.MeterProvider
+	m := &Metrics{off: mp == nil}
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
-	m := &Metrics{op: o.Operation}
-	if m.op == "" {
-		m.op = defaultOp
+	s := &sink{op: o.Operation}
+	if s.op == "" {
+		s.op = metricscore.DefaultOperation
 	}
-	m.core = newCore(m, o.Providers, o.Now)
+	m.s = s
+	m.core = metricscore.New(metricscore.Sink[*attemptSeries, *counterSeries, *requestSeries](s), o.Providers, o.Now)
 	var errs []error
 	counter := func(name, help, unit string) metric.Int64Counter {
 		c, err := meter.Int64Counter(name, metric.WithDescription(help), metric.WithUnit(unit))
 		errs = append(errs, err)
 		return c
 	}
-	m.transitions = counter(nameBreakerTransitions, helpBreakerTransitions, "{transition}")
-	m.cooldowns = counter(nameConnectionCooldown, helpConnectionCooldown, "{cooldown}")
-	m.lockouts = counter(nameModelLockouts, helpModelLockouts, "{lockout}")
-	m.exclusions = counter(nameExclusions, helpExclusions, "{exclusion}")
-	m.attempts = counter(nameAttempts, helpAttempts, "{attempt}")
-	m.fallbacks = counter(nameFallbacks, helpFallbacks, "{fallback}")
-	m.rejected = counter(nameQueueRejected, helpQueueRejected, "{request}")
-	m.streamCuts = counter(nameStreamCuts, helpStreamCuts, "{stream}")
+	s.counters = [...]metric.Int64Counter{
+		metricscore.Transitions: counter(metricscore.NameBreakerTransitions, metricscore.HelpBreakerTransitions, "{transition}"),
+		metricscore.Cooldowns:   counter(metricscore.NameConnectionCooldown, metricscore.HelpConnectionCooldown, "{cooldown}"),
+		metricscore.Lockouts:    counter(metricscore.NameModelLockouts, metricscore.HelpModelLockouts, "{lockout}"),
+		metricscore.Rejected:    counter(metricscore.NameQueueRejected, metricscore.HelpQueueRejected, "{request}"),
+		metricscore.StreamCuts:  counter(metricscore.NameStreamCuts, metricscore.HelpStreamCuts, "{stream}"),
+		metricscore.Exclusions:  counter(metricscore.NameExclusions, metricscore.HelpExclusions, "{exclusion}"),
+		metricscore.Fallbacks:   counter(metricscore.NameFallbacks, metricscore.HelpFallbacks, "{fallback}"),
+	}
+	s.attempts = counter(metricscore.NameAttempts, metricscore.HelpAttempts, "{attempt}")
 	var err error
-	m.requestAttempts, err = meter.Int64Histogram(nameRequestAttempts, metric.WithDescription(helpRequestAttempts),
-		metric.WithUnit("{attempt}"), metric.WithExplicitBucketBoundaries(attemptBuckets...))
+	s.requestAttempts, err = meter.Int64Histogram(metricscore.NameRequestAttempts, metric.WithDescription(metricscore.HelpRequestAttempts),
+		metric.WithUnit("{attempt}"), metric.WithExplicitBucketBoundaries(metricscore.AttemptBuckets...))
 	errs = append(errs, err)
-	m.overhead, err = meter.Float64Histogram(nameRouterOverhead, metric.WithDescription(helpRouterOverhead),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(overheadBuckets...))
+	s.tokens, err = meter.Int64Histogram(metricscore.GenAITokenUsage, metric.WithDescription(metricscore.HelpTokenUsage),
+		metric.WithUnit("{token}"), metric.WithExplicitBucketBoundaries(metricscore.TokenBuckets...))
 	errs = append(errs, err)
-	m.operation, err = meter.Float64Histogram(genAIOperationDuration, metric.WithDescription(helpOperation),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(operationBuckets...))
-	errs = append(errs, err)
-	m.firstChunk, err = meter.Float64Histogram(genAIFirstChunk, metric.WithDescription(helpFirstChunk),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(firstChunkBuckets...))
-	errs = append(errs, err)
-	m.queueWait, err = meter.Float64Histogram(nameQueueWait, metric.WithDescription(helpQueueWait),
-		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(queueWaitBuckets...))
-	errs = append(errs, err)
+	seconds := func(name, help string, buckets []float64) metric.Float64Histogram {
+		h, err := meter.Float64Histogram(name, metric.WithDescription(help), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(buckets...))
+		errs = append(errs, err)
+		return h
+	}
+	s.overhead = seconds(metricscore.NameRouterOverhead, metricscore.HelpRouterOverhead, metricscore.OverheadBuckets)
+	s.operation = seconds(metricscore.GenAIOperationDuration, metricscore.HelpOperation, metricscore.OperationBuckets)
+	s.firstChunk = seconds(metricscore.GenAIFirstChunk, metricscore.HelpFirstChunk, metricscore.FirstChunkBuckets)
+	s.queueWait = seconds(metricscore.NameQueueWait, metricscore.HelpQueueWait, metricscore.QueueWaitBuckets)
 	gauge := func(name, help, unit string) metric.Int64ObservableGauge {
 		g, err := meter.Int64ObservableGauge(name, metric.WithDescription(help), metric.WithUnit(unit))
 		errs = append(errs, err)
 		return g
 	}
-	m.breakerState = gauge(nameBreakerState, helpBreakerState, "1")
-	m.connUp = gauge(nameConnectionUp, helpConnectionUp, "1")
-	m.inFlight = gauge(nameInFlight, helpInFlight, "{request}")
-	m.queueDepth = gauge(nameQueueDepth, helpQueueDepth, "{request}")
-	m.coolUntil, err = meter.Float64ObservableGauge(nameCooldownUntil, metric.WithDescription(helpCooldownUntil), metric.WithUnit("s"))
+	m.breakerState = gauge(metricscore.NameBreakerState, metricscore.HelpBreakerState, "1")
+	m.connUp = gauge(metricscore.NameConnectionUp, metricscore.HelpConnectionUp, "1")
+	m.inFlight = gauge(metricscore.NameInFlight, metricscore.HelpInFlight, "{request}")
+	m.queueDepth = gauge(metricscore.NameQueueDepth, metricscore.HelpQueueDepth, "{request}")
+	m.coolUntil, err = meter.Float64ObservableGauge(metricscore.NameCooldownUntil, metric.WithDescription(metricscore.HelpCooldownUntil), metric.WithUnit("s"))
 	errs = append(errs, err)
-	m.storeLag, err = meter.Float64ObservableGauge(nameReplicationLag, metric.WithDescription(helpReplicationLag), metric.WithUnit("s"))
+	m.storeLag, err = meter.Float64ObservableGauge(metricscore.NameReplicationLag, metric.WithDescription(metricscore.HelpReplicationLag), metric.WithUnit("s"))
 	errs = append(errs, err)
-	m.storeDegraded = gauge(nameStoreDegraded, helpStoreDegraded, "1")
+	m.storeDegraded = gauge(metricscore.NameStoreDegraded, metricscore.HelpStoreDegraded, "1")
 	m.reg, err = meter.RegisterCallback(m.observe, m.breakerState, m.connUp, m.inFlight, m.queueDepth, m.coolUntil,
 		m.storeLag, m.storeDegraded)
 	errs = append(errs, err)
 
-	m.overheadOpts = recordOpts()
-	m.attemptChildren = newCache(func(k attemptKey) *attemptSeries {
-		ch := &attemptSeries{count: addOpts(
-			attribute.String("provider", k.provider), attribute.String("model", k.model),
-			attribute.String("outcome", k.outcome), attribute.String("status_class", k.statusClass),
-			attribute.String("reason", k.reason))}
-		if k.outcome != string(combo.OutcomeSkipped) {
-			kv := []attribute.KeyValue{attrOperationName.String(m.op), attrProviderName.String(k.provider), attrRequestModel.String(k.model)}
-			if k.errorType != "" {
-				kv = append(kv, attrErrorType.String(k.errorType))
-			}
-			ch.duration = recordOpts(kv...)
-			ch.wait = m.waitChildren.get(k.provider)
-			ch.chunk = m.chunkChildren.get(pair{k.provider, k.model})
+	s.overheadOpts = recordOpts()
+	s.counterSeries = metricscore.NewCache(func(k counterKey) *counterSeries {
+		keys := counterLabels[k.f]
+		kv := make([]attribute.KeyValue, len(keys))
+		for i, key := range keys {
+			kv[i] = attribute.String(key, k.labels[i])
 		}
-		return ch
+		return &counterSeries{inst: s.counters[k.f], opts: addOpts(kv...)}
 	})
-	m.transitionChildren = newCache(func(k triple) []metric.AddOption {
-		return addOpts(attribute.String("provider", k.a), attribute.String("from", k.b), attribute.String("to", k.c))
+	s.waitOpts = metricscore.NewCache(func(k string) []metric.RecordOption { return recordOpts(attribute.String("provider", k)) })
+	s.requestSeries = metricscore.NewCache(func(k string) *requestSeries {
+		return &requestSeries{attempts: recordOpts(attribute.String("combo", k))}
 	})
-	m.cooldownChildren = newCache(func(k pair) []metric.AddOption {
-		return addOpts(attribute.String("connection", k.a), attribute.String("reason", k.b))
-	})
-	m.lockoutChildren = newCache(func(k triple) []metric.AddOption {
-		return addOpts(attribute.String("provider", k.a), attribute.String("model", k.b), attribute.String("reason", k.c))
-	})
-	m.exclusionChildren = newCache(func(k string) []metric.AddOption { return addOpts(attribute.String("reason", k)) })
-	m.fallbackChildren = newCache(func(k triple) []metric.AddOption {
-		return addOpts(attribute.String("from_provider", k.a), attribute.String("to_provider", k.b), attribute.String("result", k.c))
-	})
-	m.rejectedChildren = newCache(func(k pair) []metric.AddOption {
-		return addOpts(attribute.String("connection", k.a), attribute.String("reason", k.b))
-	})
-	m.cutChildren = newCache(func(k string) []metric.AddOption { return addOpts(attribute.String("cause", k)) })
-	m.requestChildren = newCache(func(k string) []metric.RecordOption { return recordOpts(attribute.String("combo", k)) })
-	m.waitChildren = newCache(func(k string) []metric.RecordOption { return recordOpts(attribute.String("provider", k)) })
-	m.chunkChildren = newCache(func(k pair) []metric.RecordOption {
-		return recordOpts(attrOperationName.String(m.op), attrProviderName.String(k.a), attrRequestModel.String(k.b))
+	s.attemptSeries = metricscore.NewCache(func(k metricscore.AttemptKey) *attemptSeries {
+		a := &attemptSeries{count: addOpts(
+			attribute.String("provider", k.Provider), attribute.String("model", k.Model),
+			attribute.String("outcome", k.Outcome), attribute.String("status_class", k.StatusClass),
+			attribute.String("reason", k.Reason))}
+		if !k.Skipped() {
+			kv := []attribute.KeyValue{attrOperationName.String(s.op), attrProviderName.String(k.Provider), attrRequestModel.String(k.Model)}
+			a.chunk = recordOpts(kv...)
+			a.input = recordOpts(append(kv, attrTokenType.String(metricscore.TokenInput))...)
+			a.output = recordOpts(append(kv, attrTokenType.String(metricscore.TokenOutput))...)
+			if k.ErrorType != "" {
+				kv = append(kv, attrErrorType.String(k.ErrorType))
+			}
+			a.duration = recordOpts(kv...)
+			a.wait = s.waitOpts.Get(k.Provider)
+		}
+		return a
 	})
 	return m, errors.Join(errs...)
 }
@@ -204,23 +223,48 @@ func New(o Options) (*Metrics, error) {
 // already set are called first) and has the gauges read cfg.Breakers,
 // cfg.Cooldowns and cfg.Queue when they are observed. Call it before
 // combo.New(cfg), once.
-func (m *Metrics) Attach(cfg *combo.Config) { m.core.attach(cfg) }
+//
+// Without a MeterProvider it chains nothing (a nil OnAttempt becomes a
+// no-op, so that calling it stays safe): the router pays nothing for it.
+func (m *Metrics) Attach(cfg *combo.Config) {
+	if !m.off {
+		m.core.Attach(cfg)
+	} else if cfg.OnAttempt == nil {
+		cfg.OnAttempt = func(combo.Attempt) {}
+	}
+}
 
 // AttachBreaker chains the Metrics into cfg.OnChange, keeping a hook
 // already set (called first). Call it before breaker.NewSet(cfg), once.
-func (m *Metrics) AttachBreaker(cfg *breaker.Config) { m.core.attachBreaker(cfg) }
+func (m *Metrics) AttachBreaker(cfg *breaker.Config) {
+	if !m.off {
+		m.core.AttachBreaker(cfg)
+	}
+}
 
 // AttachCooldown chains the Metrics into cfg.OnChange, keeping a hook
 // already set (called first). Call it before cooldown.New(cfg), once.
-func (m *Metrics) AttachCooldown(cfg *cooldown.Config) { m.core.attachCooldown(cfg) }
+func (m *Metrics) AttachCooldown(cfg *cooldown.Config) {
+	if !m.off {
+		m.core.AttachCooldown(cfg)
+	}
+}
 
 // AttachLockout chains the Metrics into cfg.OnChange, keeping a hook
 // already set (called first). Call it before lockout.New(cfg), once.
-func (m *Metrics) AttachLockout(cfg *lockout.Config) { m.core.attachLockout(cfg) }
+func (m *Metrics) AttachLockout(cfg *lockout.Config) {
+	if !m.off {
+		m.core.AttachLockout(cfg)
+	}
+}
 
 // AttachQueue chains the Metrics into cfg.OnChange, keeping a hook already
 // set (called first). Call it before queue.New(cfg), once.
-func (m *Metrics) AttachQueue(cfg *queue.Config) { m.core.attachQueue(cfg) }
+func (m *Metrics) AttachQueue(cfg *queue.Config) {
+	if !m.off {
+		m.core.AttachQueue(cfg)
+	}
+}
 
 // AttachSharedStore has the Metrics report a shared state store's
 // routeguard_replication_lag_seconds (from lag; none when lag is nil) and
@@ -230,7 +274,7 @@ func (m *Metrics) AttachQueue(cfg *queue.Config) { m.core.attachQueue(cfg) }
 // called concurrently with the router and must not block: the Stats and
 // Degraded methods of combo/redisstate qualify.
 func (m *Metrics) AttachSharedStore(name string, lag func() time.Duration, degraded func() bool) {
-	m.core.attachSharedStore(name, lag, degraded)
+	m.core.AttachSharedStore(name, lag, degraded)
 }
 
 // Close unregisters the callback of the observable gauges. The counters
@@ -244,40 +288,40 @@ func (m *Metrics) Close() error {
 
 // observe is the callback of the observable gauges.
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
-	now := m.core.clock()
-	for _, s := range m.core.breakerSamples(now) {
-		for _, st := range breakerStates {
+	now := m.core.Clock()
+	for _, s := range m.core.BreakerSamples(now) {
+		for _, st := range metricscore.BreakerStates {
 			v := int64(0)
-			if st == s.state {
+			if st == s.State {
 				v = 1
 			}
-			o.ObserveInt64(m.breakerState, v, metric.WithAttributes(attribute.String("provider", s.provider), attribute.String("state", st.String())))
+			o.ObserveInt64(m.breakerState, v, metric.WithAttributes(attribute.String("provider", s.Provider), attribute.String("state", st.String())))
 		}
 	}
-	for _, s := range m.core.connSamples(now) {
+	for _, s := range m.core.ConnSamples(now) {
 		up, until := int64(0), 0.0
-		if s.up {
+		if s.Up {
 			up = 1
 		}
-		if !s.until.IsZero() {
-			until = float64(s.until.UnixNano()) / 1e9
+		if !s.Until.IsZero() {
+			until = float64(s.Until.UnixNano()) / 1e9
 		}
-		attrs := metric.WithAttributes(attribute.String("connection", s.conn))
+		attrs := metric.WithAttributes(attribute.String("connection", s.Conn))
 		o.ObserveInt64(m.connUp, up, attrs)
 		o.ObserveFloat64(m.coolUntil, until, attrs)
 	}
-	for _, s := range m.core.queueSamples(now) {
-		attrs := metric.WithAttributes(attribute.String("connection", s.key))
-		o.ObserveInt64(m.inFlight, int64(s.running), attrs)
-		o.ObserveInt64(m.queueDepth, int64(s.waiting), attrs)
+	for _, s := range m.core.QueueSamples(now) {
+		attrs := metric.WithAttributes(attribute.String("connection", s.Key))
+		o.ObserveInt64(m.inFlight, int64(s.Running), attrs)
+		o.ObserveInt64(m.queueDepth, int64(s.Waiting), attrs)
 	}
-	for _, s := range m.core.storeSamples() {
-		attrs := metric.WithAttributes(attribute.String("store", s.store))
-		if s.hasLag {
-			o.ObserveFloat64(m.storeLag, s.lag.Seconds(), attrs)
+	for _, s := range m.core.StoreSamples() {
+		attrs := metric.WithAttributes(attribute.String("store", s.Store))
+		if s.HasLag {
+			o.ObserveFloat64(m.storeLag, s.Lag.Seconds(), attrs)
 		}
 		v := int64(0)
-		if s.degraded {
+		if s.Degraded {
 			v = 1
 		}
 		o.ObserveInt64(m.storeDegraded, v, attrs)
@@ -289,53 +333,35 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 
 var bg = context.Background()
 
-func (m *Metrics) breakerTransition(provider, from, to string) {
-	m.transitions.Add(bg, 1, m.transitionChildren.get(triple{provider, from, to})...)
-}
+func (s *sink) AttemptSeries(k metricscore.AttemptKey) *attemptSeries { return s.attemptSeries.Get(k) }
 
-func (m *Metrics) connectionCooldown(conn, reason string) {
-	m.cooldowns.Add(bg, 1, m.cooldownChildren.get(pair{conn, reason})...)
-}
-
-func (m *Metrics) modelLockout(provider, model, reason string) {
-	m.lockouts.Add(bg, 1, m.lockoutChildren.get(triple{provider, model, reason})...)
-}
-
-func (m *Metrics) queueRejected(key, reason string) {
-	m.rejected.Add(bg, 1, m.rejectedChildren.get(pair{key, reason})...)
-}
-
-func (m *Metrics) attemptSeries(k attemptKey) *attemptSeries { return m.attemptChildren.get(k) }
-
-func (m *Metrics) recordAttempt(s *attemptSeries, d, wait, firstOutput time.Duration) {
-	m.attempts.Add(bg, 1, s.count...)
-	if s.duration == nil {
+func (s *sink) RecordAttempt(a *attemptSeries, o metricscore.Observation) {
+	s.attempts.Add(bg, 1, a.count...)
+	if a.duration == nil {
 		return // a skip
 	}
-	m.operation.Record(bg, d.Seconds(), s.duration...)
-	m.queueWait.Record(bg, wait.Seconds(), s.wait...)
-	if firstOutput > 0 {
-		m.firstChunk.Record(bg, firstOutput.Seconds(), s.chunk...)
+	s.operation.Record(bg, o.Duration.Seconds(), a.duration...)
+	s.queueWait.Record(bg, o.QueueWait.Seconds(), a.wait...)
+	if o.FirstOutput > 0 {
+		s.firstChunk.Record(bg, o.FirstOutput.Seconds(), a.chunk...)
+	}
+	if o.InputTokens > 0 {
+		s.tokens.Record(bg, o.InputTokens, a.input...)
+	}
+	if o.OutputTokens > 0 {
+		s.tokens.Record(bg, o.OutputTokens, a.output...)
 	}
 }
 
-func (m *Metrics) streamCut(cause string) { m.streamCuts.Add(bg, 1, m.cutChildren.get(cause)...) }
-
-func (m *Metrics) exclusionSeries(reason string) *exclusionSeries {
-	return &exclusionSeries{count: m.exclusionChildren.get(reason)}
+func (s *sink) CounterSeries(f metricscore.Family, labels [3]string) *counterSeries {
+	return s.counterSeries.Get(counterKey{f, labels})
 }
 
-func (m *Metrics) recordExclusion(s *exclusionSeries) { m.exclusions.Add(bg, 1, s.count...) }
+func (s *sink) Inc(c *counterSeries) { c.inst.Add(bg, 1, c.opts...) }
 
-func (m *Metrics) requestSeries(name string) *requestSeries {
-	return &requestSeries{attempts: m.requestChildren.get(name)}
-}
+func (s *sink) RequestSeries(name string) *requestSeries { return s.requestSeries.Get(name) }
 
-func (m *Metrics) recordRequest(s *requestSeries, attempts int, overhead time.Duration) {
-	m.requestAttempts.Record(bg, int64(attempts), s.attempts...)
-	m.overhead.Record(bg, overhead.Seconds(), m.overheadOpts...)
-}
-
-func (m *Metrics) fallback(from, to, result string) {
-	m.fallbacks.Add(bg, 1, m.fallbackChildren.get(triple{from, to, result})...)
+func (s *sink) RecordRequest(r *requestSeries, attempts int, overhead time.Duration) {
+	s.requestAttempts.Record(bg, int64(attempts), r.attempts...)
+	s.overhead.Record(bg, overhead.Seconds(), s.overheadOpts...)
 }

@@ -3,7 +3,6 @@ package otelmetrics
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -11,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/routeguard/routeguard/combo"
+	"github.com/routeguard/routeguard/internal/metricscore"
 )
 
 // Span attributes of the GenAI semantic conventions and of routeguard.
@@ -65,14 +65,16 @@ func NewTraces(o TraceOptions) *Traces {
 	}
 	t := &Traces{tracer: tp.Tracer(ScopeName), op: o.Operation}
 	if t.op == "" {
-		t.op = defaultOp
+		t.op = metricscore.DefaultOperation
 	}
 	return t
 }
 
 // Attach chains the Traces into cfg.OnRequest (a hook already set is called
 // first). Call it before combo.New(cfg), once.
-func (t *Traces) Attach(cfg *combo.Config) { cfg.OnRequest = chain(cfg.OnRequest, t.onRequest) }
+func (t *Traces) Attach(cfg *combo.Config) {
+	cfg.OnRequest = metricscore.Chain(cfg.OnRequest, t.onRequest)
+}
 
 // onRequest records the spans of one routed request.
 //
@@ -109,22 +111,22 @@ func (t *Traces) onRequest(e combo.RequestEnd) {
 		x := &e.Excluded[i]
 		span.AddEvent(eventExclusion, trace.WithTimestamp(e.Start), trace.WithAttributes(
 			attrProviderName.String(x.Provider), attrRequestModel.String(x.Model),
-			attrReason.String(boundedLabel(string(x.Reason))), attrRetryAfter.Float64(x.RetryAfter.Seconds())))
+			attrReason.String(metricscore.BoundedLabel(string(x.Reason))), attrRetryAfter.Float64(x.RetryAfter.Seconds())))
 	}
 	for i := range e.Attempts {
 		a := &e.Attempts[i]
 		if a.Outcome == combo.OutcomeSkipped {
 			span.AddEvent(eventExclusion, trace.WithTimestamp(a.Start), trace.WithAttributes(
 				attrProviderName.String(a.Target.Provider), attrRequestModel.String(a.Target.Model),
-				attrReason.String(boundedLabel(string(a.Reason)))))
+				attrReason.String(metricscore.BoundedLabel(string(a.Reason)))))
 			continue
 		}
 		t.attemptSpan(ctx, a)
 	}
 	if e.Err != nil {
-		errType := errorTypeOther
+		errType := metricscore.ErrorTypeOther
 		if ce, ok := errors.AsType[*combo.Error](e.Err); ok && ce.Code != "" {
-			errType = boundedLabel(ce.Code)
+			errType = metricscore.BoundedLabel(ce.Code)
 		}
 		span.SetAttributes(attrErrorType.String(errType))
 		span.SetStatus(codes.Error, errType)
@@ -149,16 +151,13 @@ func (t *Traces) attemptSpan(ctx context.Context, a *combo.Attempt) {
 			attrUsefulBytes.Int64(a.UsefulBytes))
 	}
 	if a.Cut != "" {
-		attrs = append(attrs, attrCut.String(boundedLabel(a.Cut)))
+		attrs = append(attrs, attrCut.String(metricscore.BoundedLabel(a.Cut)))
 	}
 	errType := ""
 	if a.Outcome == combo.OutcomeFailed {
-		errType = errorTypeOther
-		if a.Status >= 400 && a.Status < len(statusText) {
-			errType = strconv.Itoa(a.Status)
-		}
-		attrs = append(attrs, attrErrorType.String(errType), attrReason.String(boundedLabel(a.Code)))
-		if a.Code == retrySameTarget {
+		errType = metricscore.ErrorType(a.Status)
+		attrs = append(attrs, attrErrorType.String(errType), attrReason.String(metricscore.BoundedLabel(a.Code)))
+		if a.Code == metricscore.RetrySameTarget {
 			attrs = append(attrs, attrRetrySame.Bool(true))
 		}
 	}

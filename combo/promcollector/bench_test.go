@@ -102,3 +102,22 @@ func BenchmarkDoOverhead(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRecord measures the collector's own work for one routed
+// request as BenchmarkDoOverhead makes it: one successful attempt, then
+// the request with its two exclusions.
+func BenchmarkRecord(b *testing.B) {
+	c := promcollector.New(promcollector.Options{})
+	rc := combo.Config{}
+	c.Attach(&rc)
+	tg := combo.Target{Provider: "p0", Connection: "c0", Model: "m"}
+	a := combo.Attempt{Target: tg, Outcome: combo.OutcomeSucceeded, Status: 200, Duration: 3 * time.Microsecond}
+	end := combo.RequestEnd{Combo: "bench", Attempts: []combo.Attempt{a}, Duration: 8 * time.Microsecond,
+		Excluded: []combo.Exclusion{{Provider: "p1", Connection: "c1", Model: "m", Reason: combo.ReasonModelLockout},
+			{Provider: "p2", Connection: "c2", Model: "m", Reason: combo.ReasonConnectionCooldown}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		rc.OnAttempt(a)
+		rc.OnRequest(end)
+	}
+}

@@ -1,7 +1,7 @@
 package promcollector
 
 import (
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +9,7 @@ import (
 	"github.com/routeguard/routeguard/breaker"
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/internal/metricscore"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
 )
@@ -34,131 +35,153 @@ type Options struct {
 // on your own prometheus.Registerer; it registers nothing by itself.
 // A Collector is safe for concurrent use.
 type Collector struct {
-	core *core
-	op   string
-
-	breakerState, connUp, coolUntil, inFlight, queueDepth *prometheus.Desc
-
-	transitions, cooldowns, lockouts, exclusions, attempts *prometheus.CounterVec
-	fallbacks, rejected, streamCuts                        *prometheus.CounterVec
-	requestAttempts, operation, firstChunk, queueWait      *prometheus.HistogramVec
-	overhead                                               prometheus.Histogram
-
-	storeLag, storeDegraded *prometheus.Desc
-
-	attemptChildren    *cache[attemptKey, *attemptSeries]
-	transitionChildren *cache[triple, prometheus.Counter]
-	cooldownChildren   *cache[pair, prometheus.Counter]
-	lockoutChildren    *cache[triple, prometheus.Counter]
-	exclusionChildren  *cache[string, prometheus.Counter]
-	fallbackChildren   *cache[triple, prometheus.Counter]
-	rejectedChildren   *cache[pair, prometheus.Counter]
-	cutChildren        *cache[string, prometheus.Counter]
-	requestChildren    *cache[string, prometheus.Observer]
-	waitChildren       *cache[string, prometheus.Observer]
-	chunkChildren      *cache[pair, prometheus.Observer]
+	core *metricscore.Core[*attemptSeries, *counter, *requestSeries]
+	s    *series
 }
+
+// series holds every series the Collector has made. Recording is atomic
+// adds on them; Collect turns them into constant metrics.
+type series struct {
+	op string
+
+	breakerState, connUp, coolUntil, inFlight, queueDepth, storeLag, storeDegraded *prometheus.Desc
+
+	counterDescs                                                 [metricscore.Fallbacks + 1]*prometheus.Desc
+	attemptsDesc, requestDesc, overheadDesc, opDesc, chunkDesc   *prometheus.Desc
+	waitDesc, tokenDesc                                          *prometheus.Desc
+	durationKind, overheadKind, chunkKind, waitKind, attemptKind *histKind
+	tokenKind                                                    *histKind
+	overhead                                                     *hist
+	counters                                                     *metricscore.Cache[counterKey, *counter]
+	attempts                                                     *metricscore.Cache[metricscore.AttemptKey, *attemptSeries]
+	attemptCounts                                                *metricscore.Cache[[5]string, *counter]
+	requests                                                     *metricscore.Cache[string, *requestSeries]
+	ops                                                          *metricscore.Cache[opKey, *hist]
+	waits                                                        *metricscore.Cache[string, *hist]
+	chunks                                                       *metricscore.Cache[opKey, *hist]
+	tokens                                                       *metricscore.Cache[opKey, *hist]
+}
+
+type counterKey struct {
+	f      metricscore.Family
+	labels [3]string
+}
+
+// opKey is the label set of the GenAI histograms: provider, model and a
+// third label (error.type, or the token type).
+type opKey struct{ provider, model, third string }
 
 // attemptSeries are the series one attempt label set records into.
 type attemptSeries struct {
-	count          prometheus.Counter
-	duration, wait prometheus.Observer // nil for a skip
-	// chunk is made on the first streamed answer, so that a plain answer
-	// adds no empty first-chunk series.
-	chunk func() prometheus.Observer
+	count          *counter
+	duration, wait *hist // nil for a skip
+	key            opKey
+	// chunk, input and output are made on first use, so that a plain
+	// answer adds no empty first-chunk series, nor an answer without usage
+	// empty token series.
+	chunk, input, output atomic.Pointer[hist]
 }
 
-type exclusionSeries struct{ count prometheus.Counter }
-
-type requestSeries struct{ attempts prometheus.Observer }
+type requestSeries struct{ attempts *hist }
 
 // New returns a Collector. Attach it to the layer configurations before
 // the layers are built, and to the router's combo.Config before combo.New.
 func New(o Options) *Collector {
-	c := &Collector{op: o.Operation}
-	if c.op == "" {
-		c.op = defaultOp
+	s := &series{op: o.Operation}
+	if s.op == "" {
+		s.op = metricscore.DefaultOperation
 	}
 	cl := o.ConstLabels
-	c.core = newCore(c, o.Providers, o.Now)
-	c.breakerState = prometheus.NewDesc(nameBreakerState, helpBreakerState, []string{"provider", "state"}, cl)
-	c.connUp = prometheus.NewDesc(nameConnectionUp, helpConnectionUp, []string{"connection"}, cl)
-	c.coolUntil = prometheus.NewDesc(nameCooldownUntil, helpCooldownUntil, []string{"connection"}, cl)
-	c.inFlight = prometheus.NewDesc(nameInFlight, helpInFlight, []string{"connection"}, cl)
-	c.queueDepth = prometheus.NewDesc(nameQueueDepth, helpQueueDepth, []string{"connection"}, cl)
-
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, labels)
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, cl)
 	}
-	c.transitions = counter(nameBreakerTransitions, helpBreakerTransitions, "provider", "from", "to")
-	c.cooldowns = counter(nameConnectionCooldown, helpConnectionCooldown, "connection", "reason")
-	c.lockouts = counter(nameModelLockouts, helpModelLockouts, "provider", "model", "reason")
-	c.exclusions = counter(nameExclusions, helpExclusions, "reason")
-	c.attempts = counter(nameAttempts, helpAttempts, "provider", "model", "outcome", "status_class", "reason")
-	c.fallbacks = counter(nameFallbacks, helpFallbacks, "from_provider", "to_provider", "result")
-	c.rejected = counter(nameQueueRejected, helpQueueRejected, "connection", "reason")
-	c.streamCuts = counter(nameStreamCuts, helpStreamCuts, "cause")
-	c.requestAttempts = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: nameRequestAttempts, Help: helpRequestAttempts, ConstLabels: cl, Buckets: attemptBuckets,
-	}, []string{"combo"})
-	c.overhead = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: nameRouterOverhead, Help: helpRouterOverhead, ConstLabels: cl, Buckets: overheadBuckets,
-	})
-	c.operation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: promOperationDuration, Help: helpOperation, ConstLabels: cl, Buckets: operationBuckets,
-	}, []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type"})
-	c.firstChunk = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: promFirstChunk, Help: helpFirstChunk, ConstLabels: cl, Buckets: firstChunkBuckets,
-	}, []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"})
-	c.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: nameQueueWait, Help: helpQueueWait, ConstLabels: cl, Buckets: queueWaitBuckets,
-	}, []string{"provider"})
+	s.breakerState = desc(metricscore.NameBreakerState, metricscore.HelpBreakerState, "provider", "state")
+	s.connUp = desc(metricscore.NameConnectionUp, metricscore.HelpConnectionUp, "connection")
+	s.coolUntil = desc(metricscore.NameCooldownUntil, metricscore.HelpCooldownUntil, "connection")
+	s.inFlight = desc(metricscore.NameInFlight, metricscore.HelpInFlight, "connection")
+	s.queueDepth = desc(metricscore.NameQueueDepth, metricscore.HelpQueueDepth, "connection")
+	s.storeLag = desc(metricscore.NameReplicationLag, metricscore.HelpReplicationLag, "store")
+	s.storeDegraded = desc(metricscore.NameStoreDegraded, metricscore.HelpStoreDegraded, "store")
+	s.counterDescs = [...]*prometheus.Desc{
+		metricscore.Transitions: desc(metricscore.NameBreakerTransitions, metricscore.HelpBreakerTransitions, "provider", "from", "to"),
+		metricscore.Cooldowns:   desc(metricscore.NameConnectionCooldown, metricscore.HelpConnectionCooldown, "connection", "reason"),
+		metricscore.Lockouts:    desc(metricscore.NameModelLockouts, metricscore.HelpModelLockouts, "provider", "model", "reason"),
+		metricscore.Rejected:    desc(metricscore.NameQueueRejected, metricscore.HelpQueueRejected, "connection", "reason"),
+		metricscore.StreamCuts:  desc(metricscore.NameStreamCuts, metricscore.HelpStreamCuts, "cause"),
+		metricscore.Exclusions:  desc(metricscore.NameExclusions, metricscore.HelpExclusions, "reason"),
+		metricscore.Fallbacks:   desc(metricscore.NameFallbacks, metricscore.HelpFallbacks, "from_provider", "to_provider", "result"),
+	}
+	s.attemptsDesc = desc(metricscore.NameAttempts, metricscore.HelpAttempts, "provider", "model", "outcome", "status_class", "reason")
+	s.requestDesc = desc(metricscore.NameRequestAttempts, metricscore.HelpRequestAttempts, "combo")
+	s.overheadDesc = desc(metricscore.NameRouterOverhead, metricscore.HelpRouterOverhead)
+	s.opDesc = desc(metricscore.PromOperationDuration, metricscore.HelpOperation,
+		"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "error_type")
+	s.chunkDesc = desc(metricscore.PromFirstChunk, metricscore.HelpFirstChunk,
+		"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model")
+	s.tokenDesc = desc(metricscore.PromTokenUsage, metricscore.HelpTokenUsage,
+		"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_token_type")
+	s.waitDesc = desc(metricscore.NameQueueWait, metricscore.HelpQueueWait, "provider")
 
-	c.storeLag = prometheus.NewDesc(nameReplicationLag, helpReplicationLag, []string{"store"}, cl)
-	c.storeDegraded = prometheus.NewDesc(nameStoreDegraded, helpStoreDegraded, []string{"store"}, cl)
-	c.attemptChildren = newCache(func(k attemptKey) *attemptSeries {
-		s := &attemptSeries{count: c.attempts.WithLabelValues(k.provider, k.model, k.outcome, k.statusClass, k.reason)}
-		if k.outcome != string(combo.OutcomeSkipped) {
-			s.duration = c.operation.WithLabelValues(c.op, k.provider, k.model, k.errorType)
-			s.wait = c.waitChildren.get(k.provider)
-			s.chunk = sync.OnceValue(func() prometheus.Observer { return c.chunkChildren.get(pair{k.provider, k.model}) })
+	const ns = float64(time.Second)
+	s.durationKind = newHistKind(metricscore.OperationBuckets, ns)
+	s.overheadKind = newHistKind(metricscore.OverheadBuckets, ns)
+	s.chunkKind = newHistKind(metricscore.FirstChunkBuckets, ns)
+	s.waitKind = newHistKind(metricscore.QueueWaitBuckets, ns)
+	s.attemptKind = newHistKind(metricscore.AttemptBuckets, 1)
+	s.tokenKind = newHistKind(metricscore.TokenBuckets, 1)
+	s.overhead = newHist(s.overheadKind, s.overheadDesc)
+
+	s.counters = metricscore.NewCache(func(k counterKey) *counter {
+		n := 1
+		switch k.f {
+		case metricscore.Transitions, metricscore.Lockouts, metricscore.Fallbacks:
+			n = 3
+		case metricscore.Cooldowns, metricscore.Rejected:
+			n = 2
 		}
-		return s
+		return newCounter(s.counterDescs[k.f], k.labels[:n]...)
 	})
-	c.transitionChildren = newCache(func(k triple) prometheus.Counter { return c.transitions.WithLabelValues(k.a, k.b, k.c) })
-	c.cooldownChildren = newCache(func(k pair) prometheus.Counter { return c.cooldowns.WithLabelValues(k.a, k.b) })
-	c.lockoutChildren = newCache(func(k triple) prometheus.Counter { return c.lockouts.WithLabelValues(k.a, k.b, k.c) })
-	c.exclusionChildren = newCache(func(k string) prometheus.Counter { return c.exclusions.WithLabelValues(k) })
-	c.fallbackChildren = newCache(func(k triple) prometheus.Counter { return c.fallbacks.WithLabelValues(k.a, k.b, k.c) })
-	c.rejectedChildren = newCache(func(k pair) prometheus.Counter { return c.rejected.WithLabelValues(k.a, k.b) })
-	c.cutChildren = newCache(func(k string) prometheus.Counter { return c.streamCuts.WithLabelValues(k) })
-	c.requestChildren = newCache(func(k string) prometheus.Observer { return c.requestAttempts.WithLabelValues(k) })
-	c.waitChildren = newCache(func(k string) prometheus.Observer { return c.queueWait.WithLabelValues(k) })
-	c.chunkChildren = newCache(func(k pair) prometheus.Observer { return c.firstChunk.WithLabelValues(c.op, k.a, k.b) })
-	return c
+	s.ops = metricscore.NewCache(func(k opKey) *hist { return newHist(s.durationKind, s.opDesc, s.op, k.provider, k.model, k.third) })
+	s.waits = metricscore.NewCache(func(k string) *hist { return newHist(s.waitKind, s.waitDesc, k) })
+	s.chunks = metricscore.NewCache(func(k opKey) *hist { return newHist(s.chunkKind, s.chunkDesc, s.op, k.provider, k.model) })
+	s.tokens = metricscore.NewCache(func(k opKey) *hist { return newHist(s.tokenKind, s.tokenDesc, s.op, k.provider, k.model, k.third) })
+	s.requests = metricscore.NewCache(func(k string) *requestSeries {
+		return &requestSeries{attempts: newHist(s.attemptKind, s.requestDesc, k)}
+	})
+	s.attemptCounts = metricscore.NewCache(func(k [5]string) *counter { return newCounter(s.attemptsDesc, k[:]...) })
+	s.attempts = metricscore.NewCache(func(k metricscore.AttemptKey) *attemptSeries {
+		a := &attemptSeries{count: s.attemptCounts.Get([5]string{k.Provider, k.Model, k.Outcome, k.StatusClass, k.Reason})}
+		if !k.Skipped() {
+			a.key = opKey{k.Provider, k.Model, ""}
+			a.duration = s.ops.Get(opKey{k.Provider, k.Model, k.ErrorType})
+			a.wait = s.waits.Get(k.Provider)
+		}
+		return a
+	})
+	return &Collector{core: metricscore.New(metricscore.Sink[*attemptSeries, *counter, *requestSeries](s), o.Providers, o.Now), s: s}
 }
 
 // Attach chains the Collector into cfg.OnAttempt and cfg.OnRequest (hooks
 // already set are called first) and has it read cfg.Breakers,
 // cfg.Cooldowns and cfg.Queue when it is collected. Call it before
 // combo.New(cfg), once.
-func (c *Collector) Attach(cfg *combo.Config) { c.core.attach(cfg) }
+func (c *Collector) Attach(cfg *combo.Config) { c.core.Attach(cfg) }
 
 // AttachBreaker chains the Collector into cfg.OnChange, keeping a hook
 // already set (called first). Call it before breaker.NewSet(cfg), once.
-func (c *Collector) AttachBreaker(cfg *breaker.Config) { c.core.attachBreaker(cfg) }
+func (c *Collector) AttachBreaker(cfg *breaker.Config) { c.core.AttachBreaker(cfg) }
 
 // AttachCooldown chains the Collector into cfg.OnChange, keeping a hook
 // already set (called first). Call it before cooldown.New(cfg), once.
-func (c *Collector) AttachCooldown(cfg *cooldown.Config) { c.core.attachCooldown(cfg) }
+func (c *Collector) AttachCooldown(cfg *cooldown.Config) { c.core.AttachCooldown(cfg) }
 
 // AttachLockout chains the Collector into cfg.OnChange, keeping a hook
 // already set (called first). Call it before lockout.New(cfg), once.
-func (c *Collector) AttachLockout(cfg *lockout.Config) { c.core.attachLockout(cfg) }
+func (c *Collector) AttachLockout(cfg *lockout.Config) { c.core.AttachLockout(cfg) }
 
 // AttachQueue chains the Collector into cfg.OnChange, keeping a hook
 // already set (called first). Call it before queue.New(cfg), once.
-func (c *Collector) AttachQueue(cfg *queue.Config) { c.core.attachQueue(cfg) }
+func (c *Collector) AttachQueue(cfg *queue.Config) { c.core.AttachQueue(cfg) }
 
 // AttachSharedStore has the Collector export a shared state store's
 // routeguard_replication_lag_seconds (from lag; none when lag is nil) and
@@ -168,116 +191,121 @@ func (c *Collector) AttachQueue(cfg *queue.Config) { c.core.attachQueue(cfg) }
 // are called concurrently with the router and must not block: the Stats
 // and Degraded methods of combo/redisstate qualify.
 func (c *Collector) AttachSharedStore(name string, lag func() time.Duration, degraded func() bool) {
-	c.core.attachSharedStore(name, lag, degraded)
+	c.core.AttachSharedStore(name, lag, degraded)
 }
 
 // Describe sends the descriptors of every metric.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.breakerState, c.connUp, c.coolUntil, c.inFlight, c.queueDepth, c.storeLag, c.storeDegraded} {
+	s := c.s
+	for _, d := range []*prometheus.Desc{s.breakerState, s.connUp, s.coolUntil, s.inFlight, s.queueDepth, s.storeLag,
+		s.storeDegraded, s.attemptsDesc, s.requestDesc, s.overheadDesc, s.opDesc, s.chunkDesc, s.tokenDesc, s.waitDesc} {
 		ch <- d
 	}
-	for _, v := range c.vecs() {
-		v.Describe(ch)
+	for _, d := range s.counterDescs {
+		ch <- d
 	}
 }
 
 // Collect sends every metric; the gauges are read from the attached layers
 // at the Collector's clock.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	now := c.core.clock()
-	for _, s := range c.core.breakerSamples(now) {
-		for _, st := range breakerStates {
+	s := c.s
+	now := c.core.Clock()
+	for _, b := range c.core.BreakerSamples(now) {
+		for _, st := range metricscore.BreakerStates {
 			v := 0.0
-			if st == s.state {
+			if st == b.State {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, v, s.provider, st.String())
+			ch <- prometheus.MustNewConstMetric(s.breakerState, prometheus.GaugeValue, v, b.Provider, st.String())
 		}
 	}
-	for _, s := range c.core.connSamples(now) {
+	for _, cs := range c.core.ConnSamples(now) {
 		up, until := 0.0, 0.0
-		if s.up {
+		if cs.Up {
 			up = 1
 		}
-		if !s.until.IsZero() {
-			until = float64(s.until.UnixNano()) / 1e9
+		if !cs.Until.IsZero() {
+			until = float64(cs.Until.UnixNano()) / 1e9
 		}
-		ch <- prometheus.MustNewConstMetric(c.connUp, prometheus.GaugeValue, up, s.conn)
-		ch <- prometheus.MustNewConstMetric(c.coolUntil, prometheus.GaugeValue, until, s.conn)
+		ch <- prometheus.MustNewConstMetric(s.connUp, prometheus.GaugeValue, up, cs.Conn)
+		ch <- prometheus.MustNewConstMetric(s.coolUntil, prometheus.GaugeValue, until, cs.Conn)
 	}
-	for _, s := range c.core.queueSamples(now) {
-		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(s.running), s.key)
-		ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(s.waiting), s.key)
+	for _, q := range c.core.QueueSamples(now) {
+		ch <- prometheus.MustNewConstMetric(s.inFlight, prometheus.GaugeValue, float64(q.Running), q.Key)
+		ch <- prometheus.MustNewConstMetric(s.queueDepth, prometheus.GaugeValue, float64(q.Waiting), q.Key)
 	}
-	for _, s := range c.core.storeSamples() {
-		if s.hasLag {
-			ch <- prometheus.MustNewConstMetric(c.storeLag, prometheus.GaugeValue, s.lag.Seconds(), s.store)
+	for _, st := range c.core.StoreSamples() {
+		if st.HasLag {
+			ch <- prometheus.MustNewConstMetric(s.storeLag, prometheus.GaugeValue, st.Lag.Seconds(), st.Store)
 		}
-		if s.degraded {
-			ch <- prometheus.MustNewConstMetric(c.storeDegraded, prometheus.GaugeValue, 1, s.store)
-		} else {
-			ch <- prometheus.MustNewConstMetric(c.storeDegraded, prometheus.GaugeValue, 0, s.store)
+		v := 0.0
+		if st.Degraded {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.storeDegraded, prometheus.GaugeValue, v, st.Store)
+	}
+	ch <- s.overhead.metric()
+	for _, v := range s.counters.Values() {
+		ch <- v.metric()
+	}
+	for _, a := range s.attemptCounts.Values() {
+		ch <- a.metric()
+	}
+	for _, r := range s.requests.Values() {
+		ch <- r.attempts.metric()
+	}
+	for _, c := range []*metricscore.Cache[opKey, *hist]{s.ops, s.chunks, s.tokens} {
+		for _, h := range c.Values() {
+			ch <- h.metric()
 		}
 	}
-	for _, v := range c.vecs() {
-		v.Collect(ch)
+	for _, h := range s.waits.Values() {
+		ch <- h.metric()
 	}
-}
-
-func (c *Collector) vecs() []prometheus.Collector {
-	return []prometheus.Collector{c.transitions, c.cooldowns, c.lockouts, c.exclusions, c.attempts,
-		c.fallbacks, c.rejected, c.streamCuts, c.requestAttempts, c.overhead, c.operation, c.firstChunk, c.queueWait}
 }
 
 // The sink.
 
-func (c *Collector) breakerTransition(provider, from, to string) {
-	c.transitionChildren.get(triple{provider, from, to}).Inc()
-}
+func (s *series) AttemptSeries(k metricscore.AttemptKey) *attemptSeries { return s.attempts.Get(k) }
 
-func (c *Collector) connectionCooldown(conn, reason string) {
-	c.cooldownChildren.get(pair{conn, reason}).Inc()
-}
-
-func (c *Collector) modelLockout(provider, model, reason string) {
-	c.lockoutChildren.get(triple{provider, model, reason}).Inc()
-}
-
-func (c *Collector) queueRejected(key, reason string) {
-	c.rejectedChildren.get(pair{key, reason}).Inc()
-}
-
-func (c *Collector) attemptSeries(k attemptKey) *attemptSeries { return c.attemptChildren.get(k) }
-
-func (c *Collector) recordAttempt(s *attemptSeries, d, wait, firstOutput time.Duration) {
-	s.count.Inc()
-	if s.duration == nil {
+func (s *series) RecordAttempt(a *attemptSeries, o metricscore.Observation) {
+	a.count.v.Add(1)
+	if a.duration == nil {
 		return // a skip
 	}
-	s.duration.Observe(d.Seconds())
-	s.wait.Observe(wait.Seconds())
-	if firstOutput > 0 {
-		s.chunk().Observe(firstOutput.Seconds())
+	a.duration.observe(int64(o.Duration))
+	a.wait.observe(int64(o.QueueWait))
+	if o.FirstOutput > 0 {
+		s.lazy(&a.chunk, s.chunks, opKey{a.key.provider, a.key.model, ""}).observe(int64(o.FirstOutput))
+	}
+	if o.InputTokens > 0 {
+		s.lazy(&a.input, s.tokens, opKey{a.key.provider, a.key.model, metricscore.TokenInput}).observe(o.InputTokens)
+	}
+	if o.OutputTokens > 0 {
+		s.lazy(&a.output, s.tokens, opKey{a.key.provider, a.key.model, metricscore.TokenOutput}).observe(o.OutputTokens)
 	}
 }
 
-func (c *Collector) streamCut(cause string) { c.cutChildren.get(cause).Inc() }
-
-func (c *Collector) exclusionSeries(reason string) *exclusionSeries {
-	return &exclusionSeries{count: c.exclusionChildren.get(reason)}
+// lazy returns the series in p, made from c's series of k on first use.
+func (s *series) lazy(p *atomic.Pointer[hist], c *metricscore.Cache[opKey, *hist], k opKey) *hist {
+	if h := p.Load(); h != nil {
+		return h
+	}
+	h := c.Get(k)
+	p.Store(h)
+	return h
 }
 
-func (c *Collector) recordExclusion(s *exclusionSeries) { s.count.Inc() }
-
-func (c *Collector) requestSeries(name string) *requestSeries {
-	return &requestSeries{attempts: c.requestChildren.get(name)}
+func (s *series) CounterSeries(f metricscore.Family, labels [3]string) *counter {
+	return s.counters.Get(counterKey{f, labels})
 }
 
-func (c *Collector) recordRequest(s *requestSeries, attempts int, overhead time.Duration) {
-	s.attempts.Observe(float64(attempts))
-	c.overhead.Observe(overhead.Seconds())
-}
+func (s *series) Inc(c *counter) { c.v.Add(1) }
 
-func (c *Collector) fallback(from, to, result string) {
-	c.fallbackChildren.get(triple{from, to, result}).Inc()
+func (s *series) RequestSeries(name string) *requestSeries { return s.requests.Get(name) }
+
+func (s *series) RecordRequest(r *requestSeries, attempts int, overhead time.Duration) {
+	r.attempts.observe(int64(attempts))
+	s.overhead.observe(int64(overhead))
 }

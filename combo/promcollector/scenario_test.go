@@ -1,8 +1,5 @@
 package promcollector_test
 
-// This file is the same in combo/promcollector and combo/otelmetrics, apart
-// from the package clause: the scenarios both packages are measured on.
-
 import (
 	"context"
 	"io"
@@ -132,6 +129,26 @@ func scenarioRetryThenFallback(t *testing.T, m attacher) *rig {
 	if len(res.Attempts) != 3 {
 		t.Fatalf("attempts %+v, want a retry, a failure and a success", res.Attempts)
 	}
+	return g
+}
+
+// scenarioTokenUsage: openai answers with its usage (19 prompt, 10
+// completion tokens); then it fails with 503 and anthropic answers with
+// its own (300 input, 70 output); then openai answers without usage.
+// The token histograms count the two answers that reported usage, and
+// nothing for the failed attempt or the answer without usage.
+func scenarioTokenUsage(t *testing.T, m attacher) *rig {
+	g := newRig(t, m, watchdog.Config{})
+	g.openai.Script("sk-1", combotest.Reply{Body: `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}],` +
+		`"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29}}`})
+	g.do(t)
+	g.openai.Script("sk-1", combotest.Error(http.StatusServiceUnavailable, "down"))
+	g.anthropc.Script("ak-1", combotest.Reply{Body: `{"type":"message","content":[{"type":"text","text":"Hi"}],` +
+		`"usage":{"input_tokens":300,"cache_read_input_tokens":0,"output_tokens":70}}`})
+	g.do(t)
+	time.Sleep(10 * time.Minute) // past openai's cooldown
+	g.openai.Script("sk-1", combotest.OK("no usage"))
+	g.do(t)
 	return g
 }
 
@@ -295,6 +312,19 @@ var wantRetryThenFallback = []sample{
 	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "openai"}, absent},
 }
 
+var wantTokenUsage = []sample{
+	{"gen_ai_client_token_usage_count", []string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", "openai",
+		"gen_ai_request_model", "gpt-4o", "gen_ai_token_type", "input"}, 1},
+	{"gen_ai_client_token_usage_sum", []string{"gen_ai_provider_name", "openai", "gen_ai_token_type", "input"}, 19},
+	{"gen_ai_client_token_usage_count", []string{"gen_ai_provider_name", "openai", "gen_ai_token_type", "output"}, 1},
+	{"gen_ai_client_token_usage_sum", []string{"gen_ai_provider_name", "openai", "gen_ai_token_type", "output"}, 10},
+	{"gen_ai_client_token_usage_count", []string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", "anthropic",
+		"gen_ai_request_model", "claude", "gen_ai_token_type", "input"}, 1},
+	{"gen_ai_client_token_usage_sum", []string{"gen_ai_provider_name", "anthropic", "gen_ai_token_type", "input"}, 300},
+	{"gen_ai_client_token_usage_sum", []string{"gen_ai_provider_name", "anthropic", "gen_ai_token_type", "output"}, 70},
+	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "succeeded", "status_class", "2xx"}, 2},
+}
+
 var wantQueueRefused = []sample{
 	{"routeguard_exclusions_total", []string{"reason", "queue_full"}, 1},
 	{"routeguard_queue_rejected_total", []string{"connection", "sk-1", "reason", "queue_timeout"}, 1},
@@ -316,4 +346,5 @@ var scenarios = []struct {
 	{"stream_timings", scenarioStreamTimings, wantStreamTimings},
 	{"empty_stream", scenarioEmptyStream, wantEmptyStream},
 	{"queue_refused", scenarioQueueRefused, wantQueueRefused},
+	{"token_usage", scenarioTokenUsage, wantTokenUsage},
 }

@@ -32,21 +32,23 @@
 //
 // # Replicated state
 //
-// Breaker open periods, cooldowns and terminal states, model lockouts and
-// session pins are not remote state: each replica keeps them in its own
-// layers, which the hot path reads, and a [Replicator] (from
-// [State.Replicator]) shares their changes. The layers' OnChange hooks
-// queue each change in a bounded outbox, one record per key; in the
-// background one script per batch merges the records into the snapshot
-// hash {<ns>:ev}:snap and appends them to the stream {<ns>:ev}:log, and
-// every replica reads the stream (XREAD BLOCK) and merges the others'
-// records into its layers. Records merge by a total order per key, so
-// replays and reordering are harmless: a remote open breaker is open here
-// until its end (then the local probe decides), a cooldown takes the later
-// end, a terminal state stays until a reset, a lockout never shortens,
-// pins follow the last writer. A sequence gap, a trimmed stream or a new
-// dataset epoch makes a replica resync from the snapshot, and after Redis
-// lost its data every replica publishes its live state again.
+// Breaker open periods and resets, provider cooldown gate entries,
+// cooldowns and terminal states, model lockouts and session pins are not
+// remote state: each replica keeps them in its own layers, which the hot
+// path reads, and a [Replicator] (from [State.Replicator]) shares their
+// changes. The layers' OnChange hooks queue each change in a bounded
+// outbox, one record per key; in the background one script per batch
+// merges the records into the snapshot hash {<ns>:ev}:snap and appends
+// them to the stream {<ns>:ev}:log, and every replica reads the stream
+// (XREAD BLOCK) and merges the others' records into its layers. Records
+// merge by a total order per key, so replays and reordering are harmless:
+// a remote open breaker is open here until its end (then the local probe
+// decides), a breaker reset anywhere closes the open periods it follows (a
+// closing probe stays local), a gate cooldown and a cooldown take the
+// later end, a terminal state stays until a reset, a lockout never
+// shortens, pins follow the last writer. A sequence gap, a trimmed stream
+// or a new dataset epoch makes a replica resync from the snapshot, and
+// after Redis lost its data every replica publishes its live state again.
 // [Replicator.Stats] gives the lag and the staleness for metrics.
 //
 // # The zero value
@@ -87,6 +89,11 @@
 // detected by its epoch (a field every lease script checks): each process
 // re-seeds the leases it holds on its next call and reports
 // Config.OnDataLoss, and new leases wait ReleaseQuarantine meanwhile (see
-// [State.Leases]). Slots are not re-seeded: a restart forgets them, and
-// each cap may be exceeded until the slots held then end.
+// [State.Leases]). Slots are re-seeded the same way: every slot set has
+// a marker of the dataset epoch, a script that finds it missing sends the
+// caller to the dataset's epoch key, and a process that knew the old
+// epoch stores the slots it holds again (same holders, same expiries)
+// before it acquires; new holders are refused for SlotTTL + ClockSkew
+// after the loss is noticed, by which time every slot held before it is
+// either stored again or expired (see [State.Slots]).
 package redisstate

@@ -13,6 +13,7 @@ import (
 // the payload of one stream entry. Its field names what it is about:
 //
 //	b:<provider>                              breaker open period
+//	g:<provider> NUL <connection>             gate cooldown (connection empty: the provider's)
 //	cc:<connection>                           cooldown (transient part)
 //	ct:<connection>                           cooldown (terminal part)
 //	l:<provider> NUL <connection> NUL <model> model lockout (listed name)
@@ -24,13 +25,15 @@ import (
 // scripts do the same in Lua), so the merge is idempotent, commutative and
 // associative, and the join rules live in how the order key is built:
 //
-//	b   (until, open cycles, 0)        the later end of an open period wins
+//	b   (reset version, until, cycles) the later end of an open period wins; a reset raises the version
+//	g   (reset version, until, 0)      the later end of a gate cooldown wins; never shortened
 //	cc  (reset version, until, 0)      the later until wins; a clear or reset raises the version
 //	ct  (reset version, 1, end)        a terminal state (untimed ends at +∞) beats none; a reset raises the version
 //	l   (reset version, until, 0)      a lockout never shortens; a clear raises the version
 //	p   (time, 0, 0)                   last writer wins, by (time, replica)
 const (
 	kindBreaker  = "b"
+	kindGate     = "g"
 	kindCooling  = "cc"
 	kindTerminal = "ct"
 	kindLockout  = "l"
@@ -153,7 +156,7 @@ func splitField(f string) (kind, key string, ok bool) {
 	}
 	kind, key = f[:i], f[i+1:]
 	switch kind {
-	case kindBreaker, kindCooling, kindTerminal, kindLockout, kindPin:
+	case kindBreaker, kindGate, kindCooling, kindTerminal, kindLockout, kindPin:
 		return kind, key, key != ""
 	}
 	return "", "", false

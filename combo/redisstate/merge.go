@@ -35,13 +35,15 @@ func (r *Replicator) apply(f, v string, lag time.Duration, resync bool) bool {
 	// A record of a higher reset version means a clear or reset happened
 	// since the local state was set: it replaces the local state instead
 	// of joining it.
-	replace := kind != kindBreaker && kind != kindPin && resetVersion(v) > resetVersion(old)
+	replace := kind != kindPin && resetVersion(v) > resetVersion(old)
 	now := r.now()
 	var name string
 	changed := false
 	switch kind {
 	case kindBreaker:
-		name, changed = "breaker", r.applyBreaker(f, key, val, now)
+		name, changed = "breaker", r.applyBreaker(f, key, val, replace, now)
+	case kindGate:
+		name, changed = "gate", r.applyGate(f, key, val, now)
 	case kindCooling:
 		name, changed = "cooldown", r.applyCooling(key, val, replace, now)
 	case kindTerminal:
@@ -72,23 +74,14 @@ func orderTime(n uint64) time.Time { return time.Unix(0, int64(n^(1<<63))) }
 // last kind); the cycles are raised until that time covers the rest of the
 // remote period (as an escalated breaker's would), and the start is set so
 // that the period ends when the remote one does, or as close to it as the
-// profile allows.
-func (r *Replicator) applyBreaker(field, provider string, v repValue, now time.Time) bool {
+// profile allows. A reset, or a record of a higher reset version (made
+// after a reset this replica has not seen), first closes an open or
+// half-open local breaker: it was opened before that reset.
+func (r *Replicator) applyBreaker(field, provider string, v repValue, replace bool, now time.Time) bool {
 	set := r.l().Breakers
-	until := orderTime(v.n[0])
-	if set == nil || !until.After(now) {
+	if set == nil {
 		return false
 	}
-	st, retry := set.StateAt(provider, now)
-	if st == breaker.Open && now.Add(retry).After(until) {
-		return false
-	}
-	at := repTime(v.payload.At)
-	if at.IsZero() || at.After(now) {
-		at = now
-	}
-	rec := breaker.Record{Provider: provider, State: breaker.Open, Failures: v.payload.Level,
-		LastFailure: at, LastKind: breaker.Kind(v.payload.Kind), OpenCycles: int(min(v.n[1], 10000)), OpenedAt: now}
 	r.mu.Lock()
 	r.echo[field] = struct{}{}
 	r.mu.Unlock()
@@ -97,6 +90,29 @@ func (r *Replicator) applyBreaker(field, provider string, v repValue, now time.T
 		delete(r.echo, field)
 		r.mu.Unlock()
 	}()
+	reset := false
+	if v.payload.Reset || replace {
+		if st, _ := set.StateAt(provider, now); st == breaker.Open || st == breaker.HalfOpen {
+			reset = set.ResetAt(provider, now)
+		}
+		if v.payload.Reset {
+			return reset
+		}
+	}
+	until := orderTime(v.n[1])
+	if !until.After(now) {
+		return reset
+	}
+	st, retry := set.StateAt(provider, now)
+	if st == breaker.Open && now.Add(retry).After(until) {
+		return reset
+	}
+	at := repTime(v.payload.At)
+	if at.IsZero() || at.After(now) {
+		at = now
+	}
+	rec := breaker.Record{Provider: provider, State: breaker.Open, Failures: v.payload.Level,
+		LastFailure: at, LastKind: breaker.Kind(v.payload.Kind), OpenCycles: int(min(v.n[2], 10000)), OpenedAt: now}
 	var open time.Duration // the local open time for rec's cycles
 	for flat := 0; flat < 8; rec.OpenCycles++ {
 		if set.RestoreAt([]breaker.Record{rec}, now) != nil {
@@ -120,6 +136,61 @@ func (r *Replicator) applyBreaker(field, provider string, v repValue, now time.T
 	}
 	rec.OpenedAt = until.Add(-open)
 	return set.RestoreAt([]breaker.Record{rec}, now) == nil
+}
+
+// applyGate makes a remote gate cooldown a local one until its end,
+// unless the local entry cools longer. A provider entry cools until the
+// remote end (within its class's cooldown); a connection entry takes the
+// remote failure count and last failure, from which its cooldown follows
+// as the local profile gives it.
+func (r *Replicator) applyGate(field, key string, v repValue, now time.Time) bool {
+	g := r.l().Gate
+	provider, conn, ok := strings.Cut(key, "\x00")
+	if g == nil || !ok || provider == "" {
+		return false
+	}
+	until := orderTime(v.n[1])
+	if now.After(until) || conn != "" && !until.After(now) {
+		return false
+	}
+	before := gateUntil(g, provider, conn, now)
+	if !before.Before(until) {
+		return false
+	}
+	r.mu.Lock()
+	r.echo[field] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.echo, field)
+		r.mu.Unlock()
+	}()
+	rec := breaker.Record{Provider: provider, Connection: conn, State: breaker.Open, Until: until,
+		Failures: v.payload.Level, LastFailure: repTime(v.payload.At)}
+	if g.RestoreAt([]breaker.Record{rec}, now) != nil {
+		return false
+	}
+	return gateUntil(g, provider, conn, now).After(before)
+}
+
+// gateUntil returns when the gate entry of provider (conn empty) or of
+// one of its connections stops cooling, as of now; zero if it does not
+// cool.
+func gateUntil(g *breaker.Gate, provider, conn string, now time.Time) time.Time {
+	u, blocked := g.BlockedUntilAt(provider, conn, now)
+	if !blocked || conn == "" {
+		return u
+	}
+	if pu, cooling := g.BlockedUntilAt(provider, "", now); !cooling || !pu.Equal(u) {
+		return u // the connection's own end
+	}
+	// The provider cools, which hides the connection's own end.
+	for _, rec := range g.SnapshotAt(now) {
+		if rec.Provider == provider && rec.Connection == conn && rec.State == breaker.Open {
+			return rec.Until
+		}
+	}
+	return time.Time{}
 }
 
 // applyCooling raises a connection's cooldown to a remote end, or lifts
@@ -340,6 +411,14 @@ func (r *Replicator) republish() int {
 			if rec.State == breaker.Open && rec.RetryAfter > 0 {
 				r.OnBreakerChange(breaker.Event{Provider: rec.Provider, To: breaker.Open, At: rec.OpenedAt,
 					Until: now.Add(rec.RetryAfter), Failures: rec.Failures, OpenCycles: rec.OpenCycles, Kind: rec.LastKind})
+			}
+		}
+	}
+	if l.Gate != nil {
+		for _, rec := range l.Gate.SnapshotAt(now) {
+			if rec.State == breaker.Open {
+				r.OnGateChange(breaker.Event{Provider: rec.Provider, Connection: rec.Connection, To: breaker.Open, At: now,
+					Until: rec.Until, Failures: rec.Failures, LastFailure: rec.LastFailure})
 			}
 		}
 	}

@@ -47,6 +47,7 @@ func drain(r *Replicator) []rec {
 // testLayers is one replica's layers.
 type testLayers struct {
 	set   *breaker.Set
+	gate  *breaker.Gate
 	store cooldown.Store
 	cd    *cooldown.Tracker
 	lk    *lockout.Lockout
@@ -56,10 +57,11 @@ type testLayers struct {
 func newTestLayers(r *Replicator) *testLayers {
 	l := &testLayers{store: cooldown.NewMemoryStore()}
 	l.set = breaker.NewSet(breaker.Config{OnChange: r.OnBreakerChange})
+	l.gate = breaker.NewGate(breaker.GateConfig{Enabled: true, OnChange: r.OnGateChange})
 	l.cd = cooldown.New(cooldown.Config{Store: l.store, OnChange: r.OnCooldownChange})
 	l.lk = lockout.New(lockout.Config{Enabled: true, OnChange: r.OnLockoutChange})
 	l.pins = r.Pins(affinity.NewMemoryStore(0))
-	r.lay.Store(&Layers{Breakers: l.set, Cooldowns: l.store, Lockouts: l.lk, Pins: l.pins})
+	r.lay.Store(&Layers{Breakers: l.set, Gate: l.gate, Cooldowns: l.store, Lockouts: l.lk, Pins: l.pins})
 	return l
 }
 
@@ -112,6 +114,37 @@ func mergeEvents(t testing.TB) []rec {
 	take(a)
 	b.OnBreakerChange(breaker.Event{Provider: "p1", To: breaker.Open, At: t0, Until: t0.Add(40 * time.Second), Failures: 5, OpenCycles: 2})
 	take(b)
+	// p2: a's open period, then c's reset; a opens p3 again after it saw
+	// c's reset of p3, and b, which did not see it, opens p3 for longer.
+	a.OnBreakerChange(breaker.Event{Provider: "p2", To: breaker.Open, At: t0, Until: t0.Add(30 * time.Second), Failures: 5})
+	take(a)
+	c.OnBreakerChange(breaker.Event{Provider: "p2", From: breaker.Open, To: breaker.Closed, At: t0, Cause: breaker.CauseReset})
+	take(c)
+	b.OnBreakerChange(breaker.Event{Provider: "p2", From: breaker.HalfOpen, To: breaker.Closed, At: t0}) // a probe: local
+	take(b)
+	c.OnBreakerChange(breaker.Event{Provider: "p3", From: breaker.Open, To: breaker.Closed, At: t0, Cause: breaker.CauseReset})
+	rst := drain(c)
+	out = append(out, rst...)
+	newTestLayers(a)
+	a.apply(rst[0].f, rst[0].v, 0, true)
+	drain(a)
+	a.OnBreakerChange(breaker.Event{Provider: "p3", To: breaker.Open, At: t0, Until: t0.Add(20 * time.Second), Failures: 5})
+	take(a)
+	b.OnBreakerChange(breaker.Event{Provider: "p3", To: breaker.Open, At: t0, Until: t0.Add(50 * time.Second), Failures: 5})
+	take(b)
+
+	// Gate cooldowns: the later end wins.
+	gt := func(conn string, until time.Duration, failures int) breaker.Event {
+		return breaker.Event{Provider: "p1", Connection: conn, To: breaker.Open, At: t0, Until: t0.Add(until), Failures: failures, LastFailure: t0}
+	}
+	a.OnGateChange(gt("", 60*time.Second, 15))
+	take(a)
+	b.OnGateChange(gt("", 90*time.Second, 15))
+	take(b)
+	a.OnGateChange(gt("k1", 20*time.Second, 3))
+	take(a)
+	c.OnGateChange(gt("k1", 5*time.Second, 1))
+	take(c)
 
 	lk := func(model string, until time.Duration) lockout.Event {
 		return lockout.Event{Kind: lockout.EventLocked, Provider: "openai", Connection: "k1", Model: model,
@@ -156,8 +189,12 @@ func finalState(l *testLayers) string {
 		s := l.cd.StatusAt(c, t0)
 		fmt.Fprintf(&sb, "%s %v %v %s|", c, s.State, since(s.Until), s.Reason)
 	}
-	st, retry := l.set.StateAt("p1", t0)
-	fmt.Fprintf(&sb, "p1 %v %v|", st, retry)
+	for _, p := range []string{"p1", "p2", "p3"} {
+		st, retry := l.set.StateAt(p, t0)
+		fmt.Fprintf(&sb, "%s %v %v|", p, st, retry)
+	}
+	pu, _ := l.gate.BlockedUntilAt("p1", "", t0)
+	fmt.Fprintf(&sb, "gate p1 %v k1 %v|", since(pu), since(gateUntil(l.gate, "p1", "k1", t0)))
 	for _, m := range []string{"gpt-4o", "gpt-5"} {
 		u, _, locked := l.lk.LockedAt("openai", "k1", m, t0)
 		fmt.Fprintf(&sb, "%s %v %v|", m, locked, since(u))
@@ -199,6 +236,9 @@ func TestMergeJoinRules(t *testing.T) {
 		"c3 expired 0s expired|" + // untimed terminal beats a timed one
 		"c4 cooling 45s overloaded|" + // equal ends: the greater replica id's record
 		"p1 open 40s|" + // the later open period
+		"p2 closed 0s|" + // a reset closes an open period it follows; a closing probe is not shared
+		"p3 open 20s|" + // an open period after the reset beats a longer one from before it
+		"gate p1 1m30s k1 20s|" + // the later gate cooldowns
 		"gpt-4o true 1m30s|gpt-5 false 0s|" + // a lockout never shortens; a clear lifts it
 		"s1 true kB|s2 true kC|s3 false |" // last writer by (time, replica); a later deletion wins
 	if got != want {
@@ -278,7 +318,7 @@ func TestPruneSeen(t *testing.T) {
 		kept = append(kept, strings.ReplaceAll(f, "\x00", "/"))
 	}
 	slices.Sort(kept)
-	want := []string{"cc:c2", "ct:c2", "ct:c3", "l:openai/k1/gpt-5"} // resets and terminal states
+	want := []string{"b:p2", "cc:c2", "ct:c2", "ct:c3", "l:openai/k1/gpt-5"} // resets and terminal states
 	if !slices.Equal(kept, want) {
 		t.Errorf("kept %q, want %q", kept, want)
 	}

@@ -121,6 +121,9 @@ type ReplicationStats struct {
 // neither applied to nor republished.
 type Layers struct {
 	Breakers *breaker.Set
+	// Gate is the provider cooldown gate (breaker.NewGate) whose OnChange
+	// is [Replicator.OnGateChange].
+	Gate *breaker.Gate
 	// Cooldowns is the store of the cooldown Tracker (cooldown.Config.Store),
 	// written directly, so that applied records raise no Tracker event.
 	Cooldowns cooldown.Store
@@ -142,7 +145,10 @@ type Layers struct {
 // The merge is per key and deterministic: the greater of two records
 // wins, whatever the order or the number of times they arrive. A breaker
 // opened elsewhere is open here until the end of that open period, then
-// the local half-open probe decides. A cooldown takes the later end, a
+// the local half-open probe decides; a breaker reset (Set.ResetAt)
+// anywhere closes it everywhere, unless it opened again after the reset. A
+// provider or connection cooling in a gate (breaker.Gate) cools here until
+// the later of the two ends, never shorter. A cooldown takes the later end, a
 // terminal state stays until a reset (Tracker.ResetAt) anywhere, a
 // cooldown clear (Tracker.ClearAt) lifts cooldowns everywhere, a lockout
 // never shortens (a ClearAt lifts it everywhere), and pins follow the last
@@ -152,12 +158,13 @@ type Layers struct {
 //
 //	rep := st.Replicator(redisstate.ReplicatorConfig{})
 //	set := breaker.NewSet(breaker.Config{OnChange: rep.OnBreakerChange})
+//	gate := breaker.NewGate(breaker.GateConfig{Enabled: true, OnChange: rep.OnGateChange})
 //	store := cooldown.NewMemoryStore()
 //	cd := cooldown.New(cooldown.Config{Store: store, OnChange: rep.OnCooldownChange})
 //	lk := lockout.New(lockout.Config{Enabled: true, OnChange: rep.OnLockoutChange})
 //	pinStore := affinity.NewMemoryStore(0)
 //	pins := affinity.New(affinity.Config{Store: pinStore, OnChange: rep.OnPinChange})
-//	go rep.Run(ctx, redisstate.Layers{Breakers: set, Cooldowns: store, Lockouts: lk, Pins: pinStore})
+//	go rep.Run(ctx, redisstate.Layers{Breakers: set, Gate: gate, Cooldowns: store, Lockouts: lk, Pins: pinStore})
 //	defer rep.Close()
 type Replicator struct {
 	s       *State
@@ -261,21 +268,46 @@ func (r *Replicator) reset(f string, now time.Time) {
 
 // OnBreakerChange is the hook for breaker.Config.OnChange of one Set. It
 // queues every transition to Open (the end of the open period, the open
-// cycles, the last failure's kind) and returns at once; other transitions
-// stay local.
+// cycles, the last failure's kind) and every reset (Set.ResetAt: the
+// breaker closes everywhere, unless it opened again after the reset), and
+// returns at once; other transitions, a closing probe among them, stay
+// local.
 func (r *Replicator) OnBreakerChange(e breaker.Event) {
-	if e.Removed || e.To != breaker.Open || e.Until.IsZero() || e.Provider == "" {
+	if e.Removed || e.Provider == "" {
 		return
 	}
 	f := kindBreaker + ":" + e.Provider
 	r.mu.Lock()
 	_, applying := r.echo[f]
 	r.mu.Unlock()
+	switch {
+	case applying:
+	case e.Cause == breaker.CauseReset:
+		r.reset(f, e.At)
+	case e.To == breaker.Open && !e.Until.IsZero():
+		v := encodeValue([3]uint64{r.version(f), ordNum(e.Until.UnixNano()), uint64(max(e.OpenCycles, 0))}, r.replica,
+			repPayload{Kind: int(e.Kind), Level: e.Failures, At: repNanos(e.At)})
+		r.offer(f, v, r.ttl(e.Until, e.At))
+	}
+}
+
+// OnGateChange is the hook for breaker.GateConfig.OnChange. It queues
+// every cooldown of a provider or connection that starts or is extended
+// (its end, the failures behind it) and returns at once; the end of a
+// cooldown and removals stay local: a cooldown ends by itself.
+func (r *Replicator) OnGateChange(e breaker.Event) {
+	if e.Removed || e.To != breaker.Open || e.Until.IsZero() || e.Provider == "" {
+		return
+	}
+	f := kindGate + ":" + e.Provider + "\x00" + e.Connection
+	r.mu.Lock()
+	_, applying := r.echo[f]
+	r.mu.Unlock()
 	if applying {
 		return
 	}
-	v := encodeValue([3]uint64{ordNum(e.Until.UnixNano()), uint64(max(e.OpenCycles, 0)), 0}, r.replica,
-		repPayload{Kind: int(e.Kind), Level: e.Failures, At: repNanos(e.At)})
+	v := encodeValue([3]uint64{r.version(f), ordNum(e.Until.UnixNano()), 0}, r.replica,
+		repPayload{Level: e.Failures, At: repNanos(e.LastFailure)})
 	r.offer(f, v, r.ttl(e.Until, e.At))
 }
 
@@ -840,9 +872,7 @@ func (r *Replicator) prune(now time.Time) {
 		switch {
 		case d.payload.Reset:
 			continue
-		case kind == kindBreaker:
-			end = orderTime(d.n[0])
-		case kind == kindCooling || kind == kindLockout:
+		case kind == kindBreaker || kind == kindGate || kind == kindCooling || kind == kindLockout:
 			end = orderTime(d.n[1])
 		case kind == kindPin && d.payload.Del:
 			end = orderTime(d.n[0])

@@ -208,3 +208,34 @@ func TestReplicateRealRestart(t *testing.T) {
 		return a.cd.StatusAt("sk-3", time.Now()).State == cooldown.Cooling
 	})
 }
+
+// TestReplicateRealBreakerResetAndGate: on a real Redis, a breaker opened
+// on A opens on B, B's reset closes it on A, and a provider cooling in A's
+// gate cools in B's until the same end.
+func TestReplicateRealBreakerResetAndGate(t *testing.T) {
+	ns := namespace()
+	a := newReplica(t, newReal(t), ns, "a", redisstate.ReplicatorConfig{})
+	b := newReplica(t, newReal(t), ns, "b", redisstate.ReplicatorConfig{})
+	a.start(t)
+	b.start(t)
+	waitFor(t, 5*time.Second, "first resyncs", func() bool { return a.rep.Stats().Resyncs == 1 && b.rep.Stats().Resyncs == 1 })
+	openBreaker(t, a.set, "openai", time.Now())
+	waitFor(t, 2*time.Second, "B's breaker opens", func() bool {
+		st, _ := b.set.StateAt("openai", time.Now())
+		return st == breaker.Open
+	})
+	b.set.ResetAt("openai", time.Now())
+	waitFor(t, 2*time.Second, "A's breaker is reset", func() bool {
+		st, _ := a.set.StateAt("openai", time.Now())
+		return st == breaker.Closed
+	})
+	now := time.Now()
+	for range 15 {
+		a.gate.RecordFailureAt("anthropic", "ak-1", now)
+	}
+	want, _ := a.gate.BlockedUntilAt("anthropic", "", now)
+	waitFor(t, 2*time.Second, "B's gate cools the provider", func() bool {
+		u, ok := b.gate.BlockedUntilAt("anthropic", "", time.Now())
+		return ok && u.Equal(want)
+	})
+}

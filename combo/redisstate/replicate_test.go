@@ -24,6 +24,7 @@ import (
 type replica struct {
 	rep   *redisstate.Replicator
 	set   *breaker.Set
+	gate  *breaker.Gate
 	store cooldown.Store
 	cd    *cooldown.Tracker
 	lk    *lockout.Lockout
@@ -59,6 +60,7 @@ func newReplica(t testing.TB, rdb redis.UniversalClient, ns, name string, rc red
 	}
 	x.rep = st.Replicator(rc)
 	x.set = breaker.NewSet(breaker.Config{OnChange: x.rep.OnBreakerChange})
+	x.gate = breaker.NewGate(breaker.GateConfig{Enabled: true, OnChange: x.rep.OnGateChange})
 	x.store = cooldown.NewMemoryStore()
 	x.cd = cooldown.New(cooldown.Config{Store: x.store, OnChange: x.rep.OnCooldownChange})
 	x.lk = lockout.New(lockout.Config{Enabled: true, OnChange: x.rep.OnLockoutChange})
@@ -68,7 +70,7 @@ func newReplica(t testing.TB, rdb redis.UniversalClient, ns, name string, rc red
 }
 
 func (x *replica) layers() redisstate.Layers {
-	return redisstate.Layers{Breakers: x.set, Cooldowns: x.store, Lockouts: x.lk, Pins: x.pinSt}
+	return redisstate.Layers{Breakers: x.set, Gate: x.gate, Cooldowns: x.store, Lockouts: x.lk, Pins: x.pinSt}
 }
 
 // start runs the replicator until the test ends (or stop is called).
@@ -196,6 +198,111 @@ func TestReplicateBreakerOpen(t *testing.T) {
 		time.Sleep(time.Until(until))
 		if st, _ := b.set.StateAt("openai", time.Now()); st != breaker.HalfOpen {
 			t.Errorf("b after the open period: %v", st)
+		}
+	})
+}
+
+// openBreaker fails provider on set until it opens at now and returns the
+// end of the open period.
+func openBreaker(t *testing.T, set *breaker.Set, provider string, now time.Time) time.Time {
+	t.Helper()
+	for range 12 { // the default profile opens at 12 failures
+		done, err := set.AllowReportAt(provider, now)
+		if err != nil {
+			break
+		}
+		done(breaker.Report{Outcome: breaker.Failure, At: now})
+	}
+	st, retry := set.StateAt(provider, now)
+	if st != breaker.Open {
+		t.Fatalf("breaker of %s: %v, want open", provider, st)
+	}
+	return now.Add(retry)
+}
+
+// TestReplicateBreakerReset: a breaker opened on a is open on b; a reset
+// on b closes it on a too, and a closing probe is not a reset: after a
+// new open period on a, b's probe that closes b's breaker leaves a's open.
+func TestReplicateBreakerReset(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *miniredis.Miniredis, a, b *replica) {
+		openBreaker(t, a.set, "openai", time.Now())
+		waitFor(t, time.Second, "b's breaker does not open", func() bool {
+			st, _ := b.set.StateAt("openai", time.Now())
+			return st == breaker.Open
+		})
+		b.set.ResetAt("openai", time.Now())
+		waitFor(t, time.Second, "a's breaker is not reset", func() bool {
+			st, _ := a.set.StateAt("openai", time.Now())
+			return st == breaker.Closed
+		})
+		if st, _ := b.set.StateAt("openai", time.Now()); st != breaker.Closed {
+			t.Fatalf("b after its reset: %v", st)
+		}
+		// Opened again after the reset: the new period reaches b.
+		until := openBreaker(t, a.set, "openai", time.Now())
+		waitFor(t, time.Second, "b's breaker does not open again", func() bool {
+			st, _ := b.set.StateAt("openai", time.Now())
+			return st == breaker.Open
+		})
+		// b's own probe closes b's breaker; that stays local.
+		time.Sleep(time.Until(until))
+		done, err := b.set.AllowReportAt("openai", time.Now())
+		if err != nil {
+			t.Fatalf("b's probe refused: %v", err)
+		}
+		done(breaker.Report{Outcome: breaker.Success, At: time.Now()})
+		if st, _ := b.set.StateAt("openai", time.Now()); st != breaker.Closed {
+			t.Fatalf("b after its probe: %v", st)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if st, _ := a.set.StateAt("openai", time.Now()); st != breaker.HalfOpen {
+			t.Fatalf("a after b's closing probe: %v, want half-open (its own probe decides)", st)
+		}
+	})
+}
+
+// TestReplicateGate: a provider and a connection cooling in a's gate cool
+// in b's until the same ends; an extension on b reaches a; an earlier end
+// never shortens it.
+func TestReplicateGate(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *miniredis.Miniredis, a, b *replica) {
+		now := time.Now()
+		for range 15 { // the APIKey window: 15 failures cool the provider 10 min
+			a.gate.RecordFailureAt("openai", "sk-1", now)
+		}
+		pu, ok := a.gate.BlockedUntilAt("openai", "", now)
+		if !ok || !pu.Equal(now.Add(10*time.Minute)) {
+			t.Fatalf("a's provider: %v %v", pu, ok)
+		}
+		a.gate.RecordFailureAt("anthropic", "ak-1", now) // one failure: the connection cools 5 s
+		waitFor(t, time.Second, "b's gate does not cool", func() bool {
+			_, p := b.gate.BlockedUntilAt("openai", "", time.Now())
+			_, c := b.gate.BlockedUntilAt("anthropic", "ak-1", time.Now())
+			return p && c
+		})
+		n := time.Now()
+		if u, _ := b.gate.BlockedUntilAt("openai", "", n); !u.Equal(pu) {
+			t.Errorf("b's provider cools until %v, want %v", u, pu)
+		}
+		if u, _ := b.gate.BlockedUntilAt("anthropic", "ak-1", n); !u.Equal(now.Add(5 * time.Second)) {
+			t.Errorf("b's connection cools until %v, want %v", u, now.Add(5*time.Second))
+		}
+		// A second failure on b doubles the connection's cooldown: a
+		// follows.
+		b.gate.RecordFailureAt("anthropic", "ak-1", n)
+		want := n.Add(10 * time.Second)
+		waitFor(t, time.Second, "a's connection cooldown is not extended", func() bool {
+			u, _ := a.gate.BlockedUntilAt("anthropic", "ak-1", time.Now())
+			return u.Equal(want)
+		})
+		// A replay of the first, shorter record changes nothing.
+		a.rep.OnGateChange(breaker.Event{Provider: "anthropic", Connection: "ak-1", To: breaker.Open,
+			At: now, Until: now.Add(5 * time.Second), Failures: 1, LastFailure: now})
+		time.Sleep(300 * time.Millisecond)
+		for _, x := range []*replica{a, b} {
+			if u, _ := x.gate.BlockedUntilAt("anthropic", "ak-1", time.Now()); !u.Equal(want) {
+				t.Errorf("after a replay: until %v, want %v", u, want)
+			}
 		}
 	})
 }

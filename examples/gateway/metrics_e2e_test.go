@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"regexp"
 	"strings"
@@ -60,7 +62,13 @@ func scrape(t *testing.T, g *gatewayProc) map[string]*dto.MetricFamily {
 // slot is taken), GET /metrics shows every family, the linter of the
 // client library finds no problem, and the trail header tells the client
 // what happened.
-func TestE2EMetricsAfterADemoRun(t *testing.T) {
+func TestE2EMetricsAfterADemoRun(t *testing.T) { demoMetrics(t, "") }
+
+// demoMetrics runs TestE2EMetricsAfterADemoRun's scenario on a gateway
+// started with -redis redisURL (none when empty) and returns what
+// /metrics showed at its end.
+func demoMetrics(t *testing.T, redisURL string) map[string]*dto.MetricFamily {
+	t.Helper()
 	up := upstreams(t, "p1", "p2", "empty", "busy")
 	up["p1"].Script("", combotest.Error(503, "down"))
 	up["empty"].Script("", combotest.SSE(0))
@@ -77,7 +85,14 @@ func TestE2EMetricsAfterADemoRun(t *testing.T) {
 	cfg.Resilience.Lockout.Enabled = true
 	cfg.Resilience.Breaker.APIKey = gw.BreakerProfile{OpenAt: 2, ResetMs: 60_000}
 	cfg.Resilience.RequestQueue.MaxQueueWaitMs = 50
-	g := startGateway(t, cfg)
+	var args []string
+	if redisURL != "" {
+		ns := make([]byte, 6)
+		_, _ = rand.Read(ns)
+		cfg.Redis.Namespace = "e2e-metrics-" + hex.EncodeToString(ns) // a shared Redis may hold others' keys
+		args = []string{"-state", "memory", "-redis", redisURL}
+	}
+	g := startGateway(t, cfg, args...)
 
 	// A fallback from p1 (503: breaker, cooldown, lockout) to p2, with the
 	// trail asked for.
@@ -163,4 +178,5 @@ func TestE2EMetricsAfterADemoRun(t *testing.T) {
 	assert.Equal(t, 3.0, value("gen_ai_client_operation_time_to_first_chunk_seconds", "gen_ai_provider_name", "p2"),
 		"p2 streams all three of its answers")
 	assert.Equal(t, 1.0, value("routeguard_breaker_state", "provider", "p1", "state", "degraded"))
+	return families
 }

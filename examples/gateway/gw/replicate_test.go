@@ -337,3 +337,50 @@ func TestReplicationOffWithoutRedis(t *testing.T) {
 	_, ok := s.ReplicationStats()
 	assert.False(t, ok)
 }
+
+// A connection cooling in gateway A's provider cooldown gate cools in
+// gateway B's gate too, to the same end, and B's state file keeps it.
+func TestReplicationSharesGateAcrossGateways(t *testing.T) {
+	onEachRedis(t, func(t *testing.T, rc gw.RedisConfig) {
+		up := combotest.New()
+		up.Script("", combotest.OK("served"))
+		mk := func() *gw.Config {
+			cfg := &gw.Config{Providers: []gw.Provider{provider("p", up, 2)},
+				Combos: []gw.Combo{{Name: "c", Strategy: "priority", Targets: []gw.Target{
+					{Provider: "p", Connection: "p-1", Model: rigModel}, {Provider: "p", Connection: "p-2", Model: rigModel}}}},
+				Redis: rc}
+			cfg.Resilience.ComboCooldownWait.Disabled = true
+			cfg.Resilience.ProviderCooldown = gw.GateConfig{Enabled: true, MinRetryCooldownMs: 60_000, MaxRetryCooldownMs: 120_000}
+			return cfg
+		}
+		file := filepath.Join(t.TempDir(), "b.db")
+		a := newReplRig(t, mk(), gw.StateMemory, map[string]*combotest.Upstream{"p": up})
+		b := newReplRig(t, mk(), file, nil)
+
+		now := time.Now()
+		a.gw.Layers().Gate.RecordFailureAt("p", "p-1", now)
+		untilA, blocked := a.gw.Layers().Gate.BlockedUntilAt("p", "p-1", now)
+		require.True(t, blocked)
+		require.Equal(t, now.Add(time.Minute), untilA)
+
+		waitUntil(t, 10*time.Second, "B's gate cools p-1", func() bool {
+			_, blocked := b.gw.Layers().Gate.BlockedUntilAt("p", "p-1", time.Now())
+			return blocked
+		})
+		untilB, _ := b.gw.Layers().Gate.BlockedUntilAt("p", "p-1", time.Now())
+		assert.True(t, untilA.Equal(untilB), "B's gate cools p-1 until A's end: %v, %v", untilA, untilB)
+		_, blocked = b.gw.Layers().Gate.BlockedUntilAt("p", "p-2", time.Now())
+		assert.False(t, blocked, "p-2 is not cooling")
+
+		res := b.chat("c", false, 10*time.Second)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		assert.Equal(t, "1", res.Header.Get("X-Routeguard-Attempts"), "B went to p-2 first")
+		assert.Equal(t, 0, up.Count("sk-p-1"), "B never called p-1")
+		assert.Equal(t, 1, up.Count("sk-p-2"))
+
+		b.stop()
+		untilR, blocked := reopen(t, file, mk()).Layers().Gate.BlockedUntilAt("p", "p-1", time.Now())
+		assert.True(t, blocked, "B's file keeps the gate entry learnt from A")
+		assert.True(t, untilA.Equal(untilR), "%v, %v", untilA, untilR)
+	})
+}

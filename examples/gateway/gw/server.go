@@ -122,7 +122,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	s.layers = layers
 	if s.repl = opts.State.replicator(); s.repl != nil {
 		s.replLayers = redisstate.Layers{Breakers: layers.Breakers, Cooldowns: opts.State.cooldownStore(),
-			Lockouts: layers.Lockouts, Pins: s.pinStore}
+			Lockouts: layers.Lockouts, Gate: layers.Gate, Pins: s.pinStore}
 		s.metrics.attachReplicator(s.repl)
 	}
 	s.cur.Store(s.newState(cfg, 1))

@@ -244,12 +244,20 @@ func (s *State) onPin() func(affinity.Event) {
 	return nil
 }
 
-// onGate is the provider cooldown gate's change hook; nil in memory.
+// onGate is the provider cooldown gate's change hook: the file's, then the
+// replicator's; nil in memory without Redis.
 func (s *State) onGate() func(breaker.Event) {
-	if s == nil || s.st == nil {
+	if s == nil {
 		return nil
 	}
-	return s.st.OnGateChange
+	var file, shared func(breaker.Event)
+	if s.st != nil {
+		file = s.st.OnGateChange
+	}
+	if r := s.replicator(); r != nil {
+		shared = r.OnGateChange
+	}
+	return chain(file, shared)
 }
 
 // onLockout is the lockout's change hook: the file's, then the
