@@ -55,14 +55,14 @@ type Event struct {
 	// then Closed, the state a new breaker or entry starts in.
 	Removed bool
 	// Cause says what made a breaker's change when it was not a request's
-	// result or the passing of time: [CauseReset] for [Set.ResetAt] and
+	// result or the passing of time: "reset" for [Set.ResetAt] and
 	// [Set.ResetAllAt] (so that a reset is told apart from a probe that
 	// closed the breaker); empty otherwise, and for gate entries.
 	Cause string
 }
 
-// CauseReset is the [Event.Cause] of a change made by a reset.
-const CauseReset = "reset"
+// causeReset is the Event.Cause of a change made by a reset.
+const causeReset = "reset"
 
 // circuit is the circuit breaker of one provider, kept by a [Set]. Ask
 // with AllowReportAt before each request and report the request's result
@@ -524,7 +524,7 @@ func (b *circuit) eventLocked(now time.Time) Event {
 	ev := Event{Provider: b.name, From: b.reported, To: b.state, At: now, Failures: b.failures,
 		OpenCycles: b.cycles, Kind: b.kind, LastFailure: b.lastFailure}
 	if b.resetting {
-		ev.Cause, b.resetting = CauseReset, false
+		ev.Cause, b.resetting = causeReset, false
 	}
 	if b.state == Open {
 		ev.Until = b.openedAt.Add(b.openFor)

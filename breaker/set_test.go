@@ -94,7 +94,7 @@ func TestSetHookOutsideLocks(t *testing.T) {
 		assert.Equal(t, Event{Provider: "ollama", From: Closed, To: Degraded, At: T, Failures: 1, LastFailure: T}, changes[0])
 		assert.Equal(t, Event{Provider: "ollama", From: Degraded, To: Open, At: T, Until: T.Add(15 * time.Second), Failures: 2, LastFailure: T}, changes[1])
 		assert.Equal(t, Event{Provider: "ollama", From: Open, To: HalfOpen, At: time.Now(), Failures: 2, LastFailure: T}, changes[2])
-		assert.Equal(t, Event{Provider: "ollama", From: HalfOpen, To: Closed, At: time.Now(), Cause: CauseReset}, changes[3], "a reset clears the count and the failure time")
+		assert.Equal(t, Event{Provider: "ollama", From: HalfOpen, To: Closed, At: time.Now(), Cause: "reset"}, changes[3], "a reset clears the count and the failure time")
 	})
 }
 

@@ -209,7 +209,7 @@ func (r *Router) begin(ctx context.Context, t *Target, st *reqState) (*handle, *
 		}
 	}
 	if b := r.cfg.Breakers; b != nil {
-		h.at = r.now()
+		h.at = r.nowFrom(st.deadline)
 		done, err := b.AllowReportAt(t.Provider, h.at)
 		if err != nil {
 			var be *breaker.Error

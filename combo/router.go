@@ -292,6 +292,26 @@ func (r *Router) now() time.Time {
 	return time.Now()
 }
 
+// nowFrom reads the router's clock during a request, given an earlier
+// reading of it (the request's deadline, which carries the first one).
+// On the wall clock it is that reading moved by the monotonic time since
+// it: one clock read instead of the two of time.Now, the same instant on
+// the monotonic clock that durations and comparisons use.
+func (r *Router) nowFrom(anchor time.Time) time.Time {
+	if r.cfg.Now != nil || anchor.IsZero() {
+		return r.now()
+	}
+	return anchor.Add(time.Since(anchor))
+}
+
+// since is the time on the router's clock since t.
+func (r *Router) since(t time.Time) time.Duration {
+	if r.cfg.Now != nil {
+		return r.cfg.Now().Sub(t)
+	}
+	return time.Since(t)
+}
+
 // Stats returns the router's counters for t.
 func (r *Router) Stats(t *Target) Stats {
 	var s Stats
@@ -454,7 +474,7 @@ func (r *Router) requestEnd(ctx context.Context, req *Request, res *Result, err 
 			e.Excluded = ce.Excluded
 		}
 	}
-	e.Duration = r.now().Sub(start)
+	e.Duration = r.since(start)
 	r.cfg.OnRequest(e)
 }
 
@@ -957,7 +977,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retries i
 	if sendErr != nil {
 		return r.sendFailed(ctx, actx, st, a, sendErr, retries)
 	}
-	a.firstByte = r.now().Sub(start)
+	a.firstByte = r.since(start)
 	if resp.StatusCode >= 400 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		resp.Body.Close()
@@ -1085,7 +1105,7 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 		}
 	}
 	resp.Body = fb
-	now := r.now()
+	now := r.nowFrom(st.deadline)
 	r.succeed(a.t, st.req, a.h, now)
 	a.ts.success(now.Sub(a.start), now)
 	r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,

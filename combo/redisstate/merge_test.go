@@ -118,11 +118,11 @@ func mergeEvents(t testing.TB) []rec {
 	// c's reset of p3, and b, which did not see it, opens p3 for longer.
 	a.OnBreakerChange(breaker.Event{Provider: "p2", To: breaker.Open, At: t0, Until: t0.Add(30 * time.Second), Failures: 5})
 	take(a)
-	c.OnBreakerChange(breaker.Event{Provider: "p2", From: breaker.Open, To: breaker.Closed, At: t0, Cause: breaker.CauseReset})
+	c.OnBreakerChange(breaker.Event{Provider: "p2", From: breaker.Open, To: breaker.Closed, At: t0, Cause: breakerReset})
 	take(c)
 	b.OnBreakerChange(breaker.Event{Provider: "p2", From: breaker.HalfOpen, To: breaker.Closed, At: t0}) // a probe: local
 	take(b)
-	c.OnBreakerChange(breaker.Event{Provider: "p3", From: breaker.Open, To: breaker.Closed, At: t0, Cause: breaker.CauseReset})
+	c.OnBreakerChange(breaker.Event{Provider: "p3", From: breaker.Open, To: breaker.Closed, At: t0, Cause: breakerReset})
 	rst := drain(c)
 	out = append(out, rst...)
 	newTestLayers(a)

@@ -266,6 +266,9 @@ func (r *Replicator) reset(f string, now time.Time) {
 	r.offer(f, v, r.ttl(now, now))
 }
 
+// breakerReset is the breaker.Event.Cause of a change made by a reset.
+const breakerReset = "reset"
+
 // OnBreakerChange is the hook for breaker.Config.OnChange of one Set. It
 // queues every transition to Open (the end of the open period, the open
 // cycles, the last failure's kind) and every reset (Set.ResetAt: the
@@ -282,7 +285,7 @@ func (r *Replicator) OnBreakerChange(e breaker.Event) {
 	r.mu.Unlock()
 	switch {
 	case applying:
-	case e.Cause == breaker.CauseReset:
+	case e.Cause == breakerReset:
 		r.reset(f, e.At)
 	case e.To == breaker.Open && !e.Until.IsZero():
 		v := encodeValue([3]uint64{r.version(f), ordNum(e.Until.UnixNano()), uint64(max(e.OpenCycles, 0))}, r.replica,
