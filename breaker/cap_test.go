@@ -255,11 +255,10 @@ func setNames(s *Set) []string {
 func setBreakers(s *Set) map[string]*circuit {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	m := make(map[string]*circuit)
-	s.m.Range(func(k, v any) bool {
-		m[k.(string)] = v.(*circuit)
-		return true
-	})
+	m := make(map[string]*circuit, len(s.m))
+	for k, b := range s.m {
+		m[k] = b
+	}
 	return m
 }
 

@@ -67,7 +67,7 @@ func (s *Set) ProfileOf(provider string) Profile            { return s.profileOf
 func (s *Set) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.n
+	return len(s.m)
 }
 
 func (g *Gate) Enabled() bool                    { return g.cfg.Enabled }
