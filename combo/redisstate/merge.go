@@ -82,14 +82,7 @@ func (r *Replicator) applyBreaker(field, provider string, v repValue, replace bo
 	if set == nil {
 		return false
 	}
-	r.mu.Lock()
-	r.echo[field] = struct{}{}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.echo, field)
-		r.mu.Unlock()
-	}()
+	defer r.applying(field)()
 	reset := false
 	if v.payload.Reset || replace {
 		if st, _ := set.StateAt(provider, now); st == breaker.Open || st == breaker.HalfOpen {
@@ -157,14 +150,7 @@ func (r *Replicator) applyGate(field, key string, v repValue, now time.Time) boo
 	if !before.Before(until) {
 		return false
 	}
-	r.mu.Lock()
-	r.echo[field] = struct{}{}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.echo, field)
-		r.mu.Unlock()
-	}()
+	defer r.applying(field)()
 	rec := breaker.Record{Provider: provider, Connection: conn, State: breaker.Open, Until: until,
 		Failures: v.payload.Level, LastFailure: repTime(v.payload.At)}
 	if g.RestoreAt([]breaker.Record{rec}, now) != nil {
@@ -314,14 +300,7 @@ func (r *Replicator) applyLockout(field, key string, v repValue, replace bool, n
 	if !ok {
 		return false
 	}
-	r.mu.Lock()
-	r.echo[field] = struct{}{}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.echo, field)
-		r.mu.Unlock()
-	}()
+	defer r.applying(field)()
 	changed := false
 	if v.payload.Reset || replace {
 		changed = lk.ClearAt(f.Provider, f.Connection, stripNUL(key), now)
@@ -452,4 +431,18 @@ func (r *Replicator) republish() int {
 		}
 	}
 	return r.ob.len() - n
+}
+
+// applying marks field as being applied from a remote record, so that the
+// layer's change hook does not publish the change back, and returns the
+// func that lifts the mark.
+func (r *Replicator) applying(field string) (done func()) {
+	r.mu.Lock()
+	r.echo[field] = struct{}{}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.echo, field)
+		r.mu.Unlock()
+	}
 }
