@@ -2,86 +2,22 @@ package otelmetrics_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/routeguard/routeguard/affinity"
-	"github.com/routeguard/routeguard/breaker"
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/otelmetrics"
-	"github.com/routeguard/routeguard/cooldown"
-	"github.com/routeguard/routeguard/lease"
-	"github.com/routeguard/routeguard/lockout"
-	"github.com/routeguard/routeguard/queue"
+	"github.com/routeguard/routeguard/internal/metricscore/metricstest"
 )
-
-// benchCombo has eight targets over four providers; benchRouter excludes
-// two of them (a locked model, a cooling connection), as combo's own
-// BenchmarkDoOverhead does.
-var benchCombo = func() *combo.Combo {
-	c := &combo.Combo{Name: "bench"}
-	for i := range 8 {
-		c.Targets = append(c.Targets, combo.Target{
-			Provider: fmt.Sprintf("p%d", i%4), Connection: fmt.Sprintf("c%d", i), Model: "m",
-		})
-	}
-	return c
-}()
-
-// benchRouter is a router with every layer on, attached to m when m is not
-// nil; it returns m, or a collector attached to nothing.
-func benchRouter(m *otelmetrics.Metrics) (*combo.Router, *otelmetrics.Metrics) {
-	now := time.Now()
-	bc, gc, cc, lc, qc := breaker.Config{}, breaker.GateConfig{Enabled: true}, cooldown.Config{}, lockout.Config{Enabled: true}, queue.Config{}
-	if m != nil {
-		m.AttachBreaker(&bc)
-		m.AttachCooldown(&cc)
-		m.AttachLockout(&lc)
-		m.AttachQueue(&qc)
-	}
-	cfg := combo.Config{
-		Breakers:  breaker.NewSet(bc),
-		Gate:      breaker.NewGate(gc),
-		Cooldowns: cooldown.New(cc),
-		Lockouts:  lockout.New(lc),
-		Pins:      affinity.New(affinity.Config{TTL: time.Hour}),
-		Leases:    lease.New(lease.Config{}),
-		Queue:     queue.New(qc),
-	}
-	cfg.Lockouts.LockAt(lockout.Failure{Provider: "p1", Connection: "c1", Model: "m", Status: 429, Cooldown: time.Hour}, now)
-	cfg.Cooldowns.FailAt("c2", cooldown.Failure{Status: 429, Cooldown: time.Hour}, now)
-	for _, t := range benchCombo.Targets {
-		cfg.Breakers.StateAt(t.Provider, now)
-	}
-	if m == nil {
-		m = mustNew()
-	} else {
-		m.Attach(&cfg)
-	}
-	return combo.New(cfg), m
-}
-
-// staticBody is a reusable response body.
-type staticBody struct{ *strings.Reader }
-
-func (staticBody) Close() error { return nil }
-
-func benchSend(ctx context.Context, t *combo.Target) (*http.Response, error) {
-	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: staticBody{strings.NewReader("ok")}}, nil
-}
 
 // BenchmarkDoOverhead measures the router's whole per-request work around a
 // send that answers at once from memory: bare, and with the collector
 // attached to every layer (SDK with a manual reader) and recording the request.
 func BenchmarkDoOverhead(b *testing.B) {
 	ctx := context.Background()
-	req := combo.Request{Combo: benchCombo}
+	req := combo.Request{Combo: metricstest.BenchCombo}
 	drain := func(res *combo.Result, err error) {
 		if err != nil {
 			b.Fatal(err)
@@ -90,17 +26,17 @@ func BenchmarkDoOverhead(b *testing.B) {
 		res.Response.Body.Close()
 	}
 	b.Run("bare", func(b *testing.B) {
-		r, _ := benchRouter(nil)
+		r := metricstest.BenchRouter(nil)
 		b.ReportAllocs()
 		for b.Loop() {
-			drain(r.Do(ctx, req, benchSend))
+			drain(r.Do(ctx, req, metricstest.BenchSend))
 		}
 	})
 	b.Run("metrics", func(b *testing.B) {
-		r, _ := benchRouter(mustNew())
+		r := metricstest.BenchRouter(mustNew())
 		b.ReportAllocs()
 		for b.Loop() {
-			drain(r.Do(ctx, req, benchSend))
+			drain(r.Do(ctx, req, metricstest.BenchSend))
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/otelmetrics"
 	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/internal/metricscore/metricstest"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
 	"github.com/routeguard/routeguard/watchdog"
@@ -137,25 +138,25 @@ var genAINames = map[string]string{
 	"gen_ai_client_token_usage":                           "gen_ai.client.token.usage",
 }
 
-// TestScenarios drives the scenarios of promcollector's tests through the
-// router and finds the same numbers.
+// TestScenarios drives the scenarios shared with promcollector's tests
+// (metricstest.Scenarios) through the router and finds the same numbers.
 func TestScenarios(t *testing.T) {
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
+	for _, sc := range metricstest.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m, reader := newMetrics(t)
-				sc.run(t, m)
+				sc.Run(t, m)
 				rm := collect(t, reader)
-				for _, w := range sc.want {
-					got, ok := value(rm, w.name, w.labels)
-					if w.value == absent {
+				for _, w := range sc.Want {
+					got, ok := value(rm, w.Name, w.Labels)
+					if w.Value == metricstest.Absent {
 						if ok {
-							t.Errorf("%s%v = %v, want no such series", w.name, w.labels, got)
+							t.Errorf("%s%v = %v, want no such series", w.Name, w.Labels, got)
 						}
 						continue
 					}
-					if !ok || got != w.value {
-						t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.value)
+					if !ok || got != w.Value {
+						t.Errorf("%s%v = %v (present %v), want %v", w.Name, w.Labels, got, ok, w.Value)
 					}
 				}
 			})
@@ -169,7 +170,7 @@ func TestScenarios(t *testing.T) {
 func TestGenAIOperationDuration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, reader := newMetrics(t)
-		scenarioStreamCut(t, m)
+		metricstest.ScenarioStreamCut(t, m)
 		rm := collect(t, reader)
 		var h metricdata.Histogram[float64]
 		for _, sm := range rm.ScopeMetrics {
@@ -263,17 +264,17 @@ func TestAttachKeepsHooks(t *testing.T) {
 		t.Errorf("hooks called: %v", got)
 	}
 	rm := collect(t, reader)
-	for _, w := range []sample{
-		{"routeguard_breaker_transitions_total", []string{"provider", "openai", "from", "closed", "to", "open"}, 1},
-		{"routeguard_connection_cooldowns_total", []string{"connection", "sk-1", "reason", "server_error"}, 1},
-		{"routeguard_model_lockouts_total", []string{"provider", "openai", "model", "m", "reason", "server_error"}, 1},
-		{"routeguard_queue_rejected_total", []string{"connection", "sk-1", "reason", "queue_full"}, 1},
-		{"routeguard_attempts_total", []string{"provider", "openai", "outcome", "succeeded", "status_class", "2xx"}, 1},
-		{"routeguard_breaker_state", []string{"provider", "openai", "state", "open"}, 1},
-		{"routeguard_connection_up", []string{"connection", "sk-1"}, 0},
+	for _, w := range []metricstest.Sample{
+		{Name: "routeguard_breaker_transitions_total", Labels: []string{"provider", "openai", "from", "closed", "to", "open"}, Value: 1},
+		{Name: "routeguard_connection_cooldowns_total", Labels: []string{"connection", "sk-1", "reason", "server_error"}, Value: 1},
+		{Name: "routeguard_model_lockouts_total", Labels: []string{"provider", "openai", "model", "m", "reason", "server_error"}, Value: 1},
+		{Name: "routeguard_queue_rejected_total", Labels: []string{"connection", "sk-1", "reason", "queue_full"}, Value: 1},
+		{Name: "routeguard_attempts_total", Labels: []string{"provider", "openai", "outcome", "succeeded", "status_class", "2xx"}, Value: 1},
+		{Name: "routeguard_breaker_state", Labels: []string{"provider", "openai", "state", "open"}, Value: 1},
+		{Name: "routeguard_connection_up", Labels: []string{"connection", "sk-1"}, Value: 0},
 	} {
-		if got, ok := value(rm, w.name, w.labels); !ok || got != w.value {
-			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.value)
+		if got, ok := value(rm, w.Name, w.Labels); !ok || got != w.Value {
+			t.Errorf("%s%v = %v, want %v", w.Name, w.Labels, got, w.Value)
 		}
 	}
 }
@@ -318,10 +319,10 @@ func TestRecordingAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		return // sync.Pool drops items at random under the race detector
 	}
-	bare, _ := benchRouter(nil)
-	with, _ := benchRouter(m)
+	bare := metricstest.BenchRouter(nil)
+	with := metricstest.BenchRouter(m)
 	ctx := context.Background()
-	req := combo.Request{Combo: benchCombo}
+	req := combo.Request{Combo: metricstest.BenchCombo}
 	one := func(do func() (*combo.Result, error)) {
 		res, err := do()
 		if err != nil {
@@ -330,9 +331,9 @@ func TestRecordingAllocatesNothing(t *testing.T) {
 		_, _ = io.Copy(io.Discard, res.Response.Body)
 		res.Response.Body.Close()
 	}
-	one(func() (*combo.Result, error) { return with.Do(ctx, req, benchSend) })
-	nBare := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return bare.Do(ctx, req, benchSend) }) })
-	nWith := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return with.Do(ctx, req, benchSend) }) })
+	one(func() (*combo.Result, error) { return with.Do(ctx, req, metricstest.BenchSend) })
+	nBare := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return bare.Do(ctx, req, metricstest.BenchSend) }) })
+	nWith := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return with.Do(ctx, req, metricstest.BenchSend) }) })
 	if nWith > nBare {
 		t.Errorf("a request allocates %v times with the metrics, %v without", nWith, nBare)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/routeguard/routeguard/combo"
 	"github.com/routeguard/routeguard/combo/promcollector"
 	"github.com/routeguard/routeguard/cooldown"
+	"github.com/routeguard/routeguard/internal/metricscore/metricstest"
 	"github.com/routeguard/routeguard/lockout"
 	"github.com/routeguard/routeguard/queue"
 	"github.com/routeguard/routeguard/watchdog"
@@ -81,21 +82,21 @@ func read(m *dto.Metric, part string) float64 {
 // TestScenarios drives each scenario through the router and checks every
 // expected sample exactly.
 func TestScenarios(t *testing.T) {
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
+	for _, sc := range metricstest.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, reg := newCollector()
-				sc.run(t, c)
-				for _, w := range sc.want {
-					got, ok := value(t, reg, w.name, w.labels)
-					if w.value == absent {
+				sc.Run(t, c)
+				for _, w := range sc.Want {
+					got, ok := value(t, reg, w.Name, w.Labels)
+					if w.Value == metricstest.Absent {
 						if ok {
-							t.Errorf("%s%v = %v, want no such series", w.name, w.labels, got)
+							t.Errorf("%s%v = %v, want no such series", w.Name, w.Labels, got)
 						}
 						continue
 					}
-					if !ok || got != w.value {
-						t.Errorf("%s%v = %v (present %v), want %v", w.name, w.labels, got, ok, w.value)
+					if !ok || got != w.Value {
+						t.Errorf("%s%v = %v (present %v), want %v", w.Name, w.Labels, got, ok, w.Value)
 					}
 				}
 			})
@@ -108,7 +109,7 @@ func TestScenarios(t *testing.T) {
 func TestBreakerTransitionsExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := newCollector()
-		scenarioBreaker(t, c)
+		metricstest.ScenarioBreaker(t, c)
 		want := `
 # HELP routeguard_breaker_transitions_total Provider circuit breaker state changes.
 # TYPE routeguard_breaker_transitions_total counter
@@ -167,7 +168,7 @@ routeguard_breaker_state{provider="openai",state="open"} 0
 func TestCooldownUntilExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := newCollector()
-		scenarioCooldown(t, c)
+		metricstest.ScenarioCooldown(t, c)
 		want := `
 # HELP routeguard_cooldown_until_timestamp_seconds Unix time at which the connection's cooldown (or known credits recovery) ends; 0 when none.
 # TYPE routeguard_cooldown_until_timestamp_seconds gauge
@@ -204,7 +205,7 @@ routeguard_connection_up{connection="sk-1"} 1
 func TestStreamCutExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := newCollector()
-		scenarioStreamCut(t, c)
+		metricstest.ScenarioStreamCut(t, c)
 		want := `
 # HELP routeguard_stream_cuts_total Streamed attempts failed before their first useful output, by cause.
 # TYPE routeguard_stream_cuts_total counter
@@ -241,13 +242,13 @@ func opHist(errType, provider, model string, v float64, n int) string {
 	return b.String()
 }
 
-// TestLint runs the client library's linter over everything the scenarios
-// produce.
+// TestLint runs the client library's linter over everything the shared
+// scenarios (metricstest.Scenarios) produce.
 func TestLint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := newCollector()
-		for _, sc := range scenarios {
-			sc.run(t, c)
+		for _, sc := range metricstest.Scenarios {
+			sc.Run(t, c)
 		}
 		problems, err := testutil.CollectAndLint(c)
 		if err != nil {
@@ -257,7 +258,7 @@ func TestLint(t *testing.T) {
 			t.Errorf("lint: %s: %s", p.Metric, p.Text)
 		}
 		if n := testutil.CollectAndCount(c); n < 30 {
-			t.Errorf("collected %d series, want the scenarios' (≥ 30)", n)
+			t.Errorf("collected %d series, want the metricstest.Scenarios' (≥ 30)", n)
 		}
 	})
 }
@@ -285,15 +286,15 @@ func TestAttachKeepsHooks(t *testing.T) {
 	if strings.Join(got, ",") != "breaker,cooldown,lockout,queue,attempt" {
 		t.Errorf("hooks called: %v", got)
 	}
-	for _, w := range []sample{
-		{"routeguard_breaker_transitions_total", []string{"provider", "openai", "from", "closed", "to", "open"}, 1},
-		{"routeguard_connection_cooldowns_total", []string{"connection", "sk-1", "reason", "server_error"}, 1},
-		{"routeguard_model_lockouts_total", []string{"provider", "openai", "model", "m", "reason", "server_error"}, 1},
-		{"routeguard_queue_rejected_total", []string{"connection", "sk-1", "reason", "queue_full"}, 1},
-		{"routeguard_attempts_total", []string{"provider", "openai", "outcome", "succeeded", "status_class", "2xx"}, 1},
+	for _, w := range []metricstest.Sample{
+		{Name: "routeguard_breaker_transitions_total", Labels: []string{"provider", "openai", "from", "closed", "to", "open"}, Value: 1},
+		{Name: "routeguard_connection_cooldowns_total", Labels: []string{"connection", "sk-1", "reason", "server_error"}, Value: 1},
+		{Name: "routeguard_model_lockouts_total", Labels: []string{"provider", "openai", "model", "m", "reason", "server_error"}, Value: 1},
+		{Name: "routeguard_queue_rejected_total", Labels: []string{"connection", "sk-1", "reason", "queue_full"}, Value: 1},
+		{Name: "routeguard_attempts_total", Labels: []string{"provider", "openai", "outcome", "succeeded", "status_class", "2xx"}, Value: 1},
 	} {
-		if got, ok := value(t, reg, w.name, w.labels); !ok || got != w.value {
-			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.value)
+		if got, ok := value(t, reg, w.Name, w.Labels); !ok || got != w.Value {
+			t.Errorf("%s%v = %v, want %v", w.Name, w.Labels, got, w.Value)
 		}
 	}
 }
@@ -355,10 +356,10 @@ func TestRecordingAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		return // sync.Pool drops items at random under the race detector
 	}
-	bare, _ := benchRouter(nil)
-	with, _ := benchRouter(c)
+	bare := metricstest.BenchRouter(nil)
+	with := metricstest.BenchRouter(c)
 	ctx := context.Background()
-	req := combo.Request{Combo: benchCombo}
+	req := combo.Request{Combo: metricstest.BenchCombo}
 	one := func(do func() (*combo.Result, error)) {
 		res, err := do()
 		if err != nil {
@@ -367,9 +368,9 @@ func TestRecordingAllocatesNothing(t *testing.T) {
 		_, _ = io.Copy(io.Discard, res.Response.Body)
 		res.Response.Body.Close()
 	}
-	one(func() (*combo.Result, error) { return with.Do(ctx, req, benchSend) })
-	nBare := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return bare.Do(ctx, req, benchSend) }) })
-	nWith := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return with.Do(ctx, req, benchSend) }) })
+	one(func() (*combo.Result, error) { return with.Do(ctx, req, metricstest.BenchSend) })
+	nBare := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return bare.Do(ctx, req, metricstest.BenchSend) }) })
+	nWith := testing.AllocsPerRun(200, func() { one(func() (*combo.Result, error) { return with.Do(ctx, req, metricstest.BenchSend) }) })
 	if nWith > nBare {
 		t.Errorf("a request allocates %v times with the collector, %v without", nWith, nBare)
 	}

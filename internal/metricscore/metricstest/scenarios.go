@@ -1,4 +1,8 @@
-package promcollector_test
+// Package metricstest holds the Scenarios that both metrics modules drive
+// through the router, with the values each must then export: the same
+// Scenarios and the same numbers in combo/promcollector and
+// combo/otelmetrics.
+package metricstest
 
 import (
 	"context"
@@ -16,8 +20,8 @@ import (
 	"github.com/routeguard/routeguard/watchdog"
 )
 
-// attacher is what both packages offer.
-type attacher interface {
+// Attacher is what both packages offer.
+type Attacher interface {
 	Attach(*combo.Config)
 	AttachBreaker(*breaker.Config)
 	AttachCooldown(*cooldown.Config)
@@ -25,10 +29,10 @@ type attacher interface {
 	AttachQueue(*queue.Config)
 }
 
-// rig is a router over two fake providers, openai (connection sk-1, model
+// Rig is a router over two fake providers, openai (connection sk-1, model
 // gpt-4o) and anthropic (ak-1, claude), with every layer attached to m.
-type rig struct {
-	m        attacher
+type Rig struct {
+	m        Attacher
 	r        *combo.Router
 	cfg      combo.Config
 	openai   *combotest.Upstream
@@ -36,7 +40,7 @@ type rig struct {
 	smart    *combo.Combo
 }
 
-func newRig(t *testing.T, m attacher, wd watchdog.Config) *rig {
+func NewRig(t *testing.T, m Attacher, wd watchdog.Config) *Rig {
 	t.Helper()
 	bc := breaker.Config{Profiles: map[string]breaker.Profile{"openai": {OpenAt: 2}}}
 	cc := cooldown.Config{}
@@ -46,7 +50,7 @@ func newRig(t *testing.T, m attacher, wd watchdog.Config) *rig {
 	m.AttachCooldown(&cc)
 	m.AttachLockout(&lc)
 	m.AttachQueue(&qc)
-	g := &rig{m: m, openai: combotest.New(), anthropc: combotest.New()}
+	g := &Rig{m: m, openai: combotest.New(), anthropc: combotest.New()}
 	t.Cleanup(g.openai.Close)
 	t.Cleanup(g.anthropc.Close)
 	g.cfg = combo.Config{
@@ -65,7 +69,7 @@ func newRig(t *testing.T, m attacher, wd watchdog.Config) *rig {
 	return g
 }
 
-func (g *rig) send(ctx context.Context, t *combo.Target) (*http.Response, error) {
+func (g *Rig) send(ctx context.Context, t *combo.Target) (*http.Response, error) {
 	up := g.openai
 	if t.Provider == "anthropic" {
 		up = g.anthropc
@@ -76,7 +80,7 @@ func (g *rig) send(ctx context.Context, t *combo.Target) (*http.Response, error)
 }
 
 // do routes one request over the smart combo and reads the answer.
-func (g *rig) do(t *testing.T) *combo.Result {
+func (g *Rig) do(t *testing.T) *combo.Result {
 	t.Helper()
 	res, err := g.r.Do(context.Background(), combo.Request{Combo: g.smart}, g.send)
 	if err != nil {
@@ -87,11 +91,11 @@ func (g *rig) do(t *testing.T) *combo.Result {
 	return res
 }
 
-// scenarioBreaker: openai answers 503 twice, ten minutes apart; each time
+// ScenarioBreaker: openai answers 503 twice, ten minutes apart; each time
 // the request falls back to anthropic. The openai breaker (opens at 2)
 // goes closed → degraded → open.
-func scenarioBreaker(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{})
+func ScenarioBreaker(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
 	g.openai.Script("sk-1", combotest.Error(http.StatusServiceUnavailable, "down"))
 	g.do(t)
 	time.Sleep(10 * time.Minute)
@@ -99,30 +103,30 @@ func scenarioBreaker(t *testing.T, m attacher) *rig {
 	return g
 }
 
-// scenarioCooldown: openai answers 429 with Retry-After 90 s at the
+// ScenarioCooldown: openai answers 429 with Retry-After 90 s at the
 // bubble's start; the request falls back to anthropic once.
-func scenarioCooldown(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{})
+func ScenarioCooldown(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
 	g.openai.Script("sk-1", combotest.RateLimited(90*time.Second))
 	g.do(t)
 	return g
 }
 
-// scenarioStreamCut: openai streams nothing but heartbeats and the
+// ScenarioStreamCut: openai streams nothing but heartbeats and the
 // readiness timeout (1 s) cuts it; the request falls back to anthropic.
-func scenarioStreamCut(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{ReadinessTimeout: new(time.Second)})
+func ScenarioStreamCut(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{ReadinessTimeout: new(time.Second)})
 	g.openai.Script("sk-1", combotest.SSE(400*time.Millisecond,
 		combotest.Heartbeat(), combotest.Heartbeat(), combotest.Heartbeat(), combotest.Heartbeat()))
 	g.do(t)
 	return g
 }
 
-// scenarioRetryThenFallback: openai drops the connection twice; the router
+// ScenarioRetryThenFallback: openai drops the connection twice; the router
 // sends to it once more (one same-target retry), then falls back to
 // anthropic. That is one fallback, from the try of two attempts.
-func scenarioRetryThenFallback(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{})
+func ScenarioRetryThenFallback(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
 	g.smart.Settings = combo.Settings{MaxRetries: new(1), RetryDelay: new(time.Duration(0))}
 	g.openai.Script("sk-1", combotest.Reset())
 	res := g.do(t)
@@ -132,13 +136,13 @@ func scenarioRetryThenFallback(t *testing.T, m attacher) *rig {
 	return g
 }
 
-// scenarioTokenUsage: openai answers with its usage (19 prompt, 10
+// ScenarioTokenUsage: openai answers with its usage (19 prompt, 10
 // completion tokens); then it fails with 503 and anthropic answers with
 // its own (300 input, 70 output); then openai answers without usage.
 // The token histograms count the two answers that reported usage, and
 // nothing for the failed attempt or the answer without usage.
-func scenarioTokenUsage(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{})
+func ScenarioTokenUsage(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
 	g.openai.Script("sk-1", combotest.Reply{Body: `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}],` +
 		`"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29}}`})
 	g.do(t)
@@ -152,12 +156,12 @@ func scenarioTokenUsage(t *testing.T, m attacher) *rig {
 	return g
 }
 
-// scenarioStreamTimings: openai's four slots are taken by others for
+// ScenarioStreamTimings: openai's four slots are taken by others for
 // 500 ms; then it answers its headers after 1 s and its first text 2 s
 // later. Its attempt waited 0.5 s for admission and saw its first useful
 // output 3.5 s after its start; the router's overhead is the admission wait.
-func scenarioStreamTimings(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{})
+func ScenarioStreamTimings(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
 	var releases []func()
 	for range 4 {
 		release, err := g.cfg.Queue.Acquire(context.Background(), "sk-1")
@@ -182,21 +186,21 @@ func scenarioStreamTimings(t *testing.T, m attacher) *rig {
 	return g
 }
 
-// scenarioEmptyStream: openai's stream ends before any event; the request
+// ScenarioEmptyStream: openai's stream ends before any event; the request
 // falls back to anthropic, whose plain answer has no first chunk.
-func scenarioEmptyStream(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{})
+func ScenarioEmptyStream(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
 	g.openai.Script("sk-1", combotest.SSE(0))
 	g.do(t)
 	return g
 }
 
-// scenarioQueueRefused: openai's four slots stay taken; a request to a
+// ScenarioQueueRefused: openai's four slots stay taken; a request to a
 // combo of openai alone waits the queue's 15 s and is refused before any
 // attempt. The terminal answer lists the skip among its exclusions too:
 // it is counted once.
-func scenarioQueueRefused(t *testing.T, m attacher) *rig {
-	g := newRig(t, m, watchdog.Config{})
+func ScenarioQueueRefused(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
 	for range 4 {
 		release, err := g.cfg.Queue.Acquire(context.Background(), "sk-1")
 		if err != nil {
@@ -211,21 +215,21 @@ func scenarioQueueRefused(t *testing.T, m attacher) *rig {
 	return g
 }
 
-// sample is one expected value: a counter or gauge, or the _count or _sum
+// Sample is one expected value: a counter or gauge, or the _count or _sum
 // of a histogram, with its labels as name=value pairs.
-type sample struct {
-	name   string
-	labels []string
-	value  float64
+type Sample struct {
+	Name   string
+	Labels []string
+	Value  float64
 }
 
-// absent is the value of a sample that must not exist.
-const absent = -1
+// Absent is the value of a Sample that must not exist.
+const Absent = -1
 
 // The bubble of testing/synctest starts at 2000-01-01 00:00:00 UTC.
-const bubbleStart = 946684800
+const BubbleStart = 946684800
 
-var wantBreaker = []sample{
+var wantBreaker = []Sample{
 	{"routeguard_breaker_transitions_total", []string{"provider", "openai", "from", "closed", "to", "degraded"}, 1},
 	{"routeguard_breaker_transitions_total", []string{"provider", "openai", "from", "degraded", "to", "open"}, 1},
 	{"routeguard_breaker_state", []string{"provider", "openai", "state", "open"}, 1},
@@ -241,7 +245,7 @@ var wantBreaker = []sample{
 	{"routeguard_router_overhead_seconds_count", nil, 2},
 	{"routeguard_connection_cooldowns_total", []string{"connection", "sk-1", "reason", "server_error"}, 2},
 	// The second 503, at 00:10:00, cools sk-1 for the second backoff step, 6 s.
-	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "sk-1"}, bubbleStart + 600 + 6},
+	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "sk-1"}, BubbleStart + 600 + 6},
 	{"routeguard_connection_up", []string{"connection", "sk-1"}, 0},
 	{"routeguard_connection_up", []string{"connection", "ak-1"}, 1},
 	{"routeguard_model_lockouts_total", []string{"provider", "openai", "model", "exact:gpt-4o", "reason", "server_error"}, 2},
@@ -249,8 +253,8 @@ var wantBreaker = []sample{
 	{"routeguard_queue_depth", []string{"connection", "sk-1"}, 0},
 }
 
-var wantCooldown = []sample{
-	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "sk-1"}, bubbleStart + 90},
+var wantCooldown = []Sample{
+	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "sk-1"}, BubbleStart + 90},
 	{"routeguard_cooldown_until_timestamp_seconds", []string{"connection", "ak-1"}, 0},
 	{"routeguard_connection_up", []string{"connection", "sk-1"}, 0},
 	{"routeguard_connection_up", []string{"connection", "ak-1"}, 1},
@@ -263,7 +267,7 @@ var wantCooldown = []sample{
 	{"routeguard_breaker_state", []string{"provider", "openai", "state", "closed"}, 1}, // a 429 is not a breaker failure
 }
 
-var wantStreamCut = []sample{
+var wantStreamCut = []Sample{
 	{"routeguard_stream_cuts_total", []string{"cause", "readiness_timeout"}, 1},
 	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
 	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "failed", "status_class", "5xx", "reason", "server_error"}, 1},
@@ -277,11 +281,11 @@ var wantStreamCut = []sample{
 	{"routeguard_queue_wait_seconds_sum", []string{"provider", "openai"}, 0},
 	// Only a stream that succeeded has a first chunk: anthropic answered
 	// in plain.
-	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "openai"}, absent},
-	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "anthropic"}, absent},
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "openai"}, Absent},
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "anthropic"}, Absent},
 }
 
-var wantStreamTimings = []sample{
+var wantStreamTimings = []Sample{
 	{"routeguard_queue_wait_seconds_count", []string{"provider", "openai"}, 1},
 	{"routeguard_queue_wait_seconds_sum", []string{"provider", "openai"}, 0.5},
 	{"gen_ai_client_operation_time_to_first_chunk_seconds_count",
@@ -293,26 +297,26 @@ var wantStreamTimings = []sample{
 	{"routeguard_router_overhead_seconds_count", nil, 1},
 	{"routeguard_router_overhead_seconds_sum", nil, 0.5},
 	{"routeguard_request_attempts_sum", []string{"combo", "smart"}, 1},
-	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, absent},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, Absent},
 }
 
-var wantEmptyStream = []sample{
+var wantEmptyStream = []Sample{
 	{"routeguard_stream_cuts_total", []string{"cause", "empty_stream"}, 1},
 	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
 	{"routeguard_router_overhead_seconds_sum", nil, 0},
-	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "anthropic"}, absent},
+	{"gen_ai_client_operation_time_to_first_chunk_seconds_count", []string{"gen_ai_provider_name", "anthropic"}, Absent},
 }
 
-var wantRetryThenFallback = []sample{
+var wantRetryThenFallback = []Sample{
 	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
 	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "failed", "status_class", "none", "reason", "retry_same_target"}, 1},
 	{"routeguard_request_attempts_count", []string{"combo", "smart"}, 1},
 	{"routeguard_request_attempts_sum", []string{"combo", "smart"}, 3},
 	// A same-target retry is not a fallback.
-	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "openai"}, absent},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "openai"}, Absent},
 }
 
-var wantTokenUsage = []sample{
+var wantTokenUsage = []Sample{
 	{"gen_ai_client_token_usage_count", []string{"gen_ai_operation_name", "chat", "gen_ai_provider_name", "openai",
 		"gen_ai_request_model", "gpt-4o", "gen_ai_token_type", "input"}, 1},
 	{"gen_ai_client_token_usage_sum", []string{"gen_ai_provider_name", "openai", "gen_ai_token_type", "input"}, 19},
@@ -325,26 +329,26 @@ var wantTokenUsage = []sample{
 	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "succeeded", "status_class", "2xx"}, 2},
 }
 
-var wantQueueRefused = []sample{
+var wantQueueRefused = []Sample{
 	{"routeguard_exclusions_total", []string{"reason", "queue_full"}, 1},
 	{"routeguard_queue_rejected_total", []string{"connection", "sk-1", "reason", "queue_timeout"}, 1},
 	{"routeguard_attempts_total", []string{"provider", "openai", "model", "gpt-4o", "outcome", "skipped", "status_class", "none", "reason", "queue_full"}, 1},
 	{"routeguard_request_attempts_count", []string{"combo", "one"}, 1},
 	{"routeguard_request_attempts_sum", []string{"combo", "one"}, 0},
-	{"routeguard_queue_wait_seconds_count", []string{"provider", "openai"}, absent}, // no attempt made
+	{"routeguard_queue_wait_seconds_count", []string{"provider", "openai"}, Absent}, // no attempt made
 }
 
-var scenarios = []struct {
-	name string
-	run  func(*testing.T, attacher) *rig
-	want []sample
+var Scenarios = []struct {
+	Name string
+	Run  func(*testing.T, Attacher) *Rig
+	Want []Sample
 }{
-	{"breaker", scenarioBreaker, wantBreaker},
-	{"cooldown", scenarioCooldown, wantCooldown},
-	{"stream_cut", scenarioStreamCut, wantStreamCut},
-	{"retry_then_fallback", scenarioRetryThenFallback, wantRetryThenFallback},
-	{"stream_timings", scenarioStreamTimings, wantStreamTimings},
-	{"empty_stream", scenarioEmptyStream, wantEmptyStream},
-	{"queue_refused", scenarioQueueRefused, wantQueueRefused},
-	{"token_usage", scenarioTokenUsage, wantTokenUsage},
+	{"breaker", ScenarioBreaker, wantBreaker},
+	{"cooldown", ScenarioCooldown, wantCooldown},
+	{"stream_cut", ScenarioStreamCut, wantStreamCut},
+	{"retry_then_fallback", ScenarioRetryThenFallback, wantRetryThenFallback},
+	{"stream_timings", ScenarioStreamTimings, wantStreamTimings},
+	{"empty_stream", ScenarioEmptyStream, wantEmptyStream},
+	{"queue_refused", ScenarioQueueRefused, wantQueueRefused},
+	{"token_usage", ScenarioTokenUsage, wantTokenUsage},
 }
