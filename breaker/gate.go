@@ -286,13 +286,7 @@ func (g *Gate) RecordFailureAt(provider, conn string, now time.Time) {
 	evs := g.maybePruneLocked(now, nil)
 	e := g.prov[provider]
 	if e == nil {
-		if len(g.prov) >= g.cfg.MaxEntries {
-			if v, _ := g.provOld.Top(); v != nil {
-				evs = g.dropProvLocked(evs, v, now)
-			}
-		}
-		e = &provEntry{name: provider}
-		g.prov[provider] = e
+		e, evs = g.addProvLocked(evs, provider, now)
 	}
 	if now.Before(e.last) {
 		now = e.last // a clock step backwards: no time has passed
@@ -317,13 +311,7 @@ func (g *Gate) RecordFailureAt(provider, conn string, now time.Time) {
 		k := connKey{provider, conn}
 		c := g.conns[k]
 		if c == nil {
-			if len(g.conns) >= g.cfg.MaxEntries {
-				if v, _ := g.connOld.Top(); v != nil {
-					evs = g.dropConnLocked(evs, v, now)
-				}
-			}
-			c = &connEntry{key: k}
-			g.conns[k] = c
+			c, evs = g.addConnLocked(evs, k, now)
 		}
 		c.count++
 		c.last = now
@@ -572,4 +560,30 @@ func (g *Gate) fire(evs []Event) {
 	for _, ev := range evs {
 		g.cfg.OnChange(ev)
 	}
+}
+
+// addProvLocked adds an entry for provider, first dropping the provider
+// entry whose last failure is oldest when the gate holds MaxEntries; the
+// drop's events are appended to evs. g.mu is held.
+func (g *Gate) addProvLocked(evs []Event, provider string, now time.Time) (*provEntry, []Event) {
+	if len(g.prov) >= g.cfg.MaxEntries {
+		if v, _ := g.provOld.Top(); v != nil {
+			evs = g.dropProvLocked(evs, v, now)
+		}
+	}
+	e := &provEntry{name: provider}
+	g.prov[provider] = e
+	return e, evs
+}
+
+// addConnLocked is addProvLocked for a connection entry.
+func (g *Gate) addConnLocked(evs []Event, k connKey, now time.Time) (*connEntry, []Event) {
+	if len(g.conns) >= g.cfg.MaxEntries {
+		if v, _ := g.connOld.Top(); v != nil {
+			evs = g.dropConnLocked(evs, v, now)
+		}
+	}
+	c := &connEntry{key: k}
+	g.conns[k] = c
+	return c, evs
 }

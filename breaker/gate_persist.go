@@ -88,13 +88,7 @@ func (g *Gate) restoreProvLocked(evs []Event, r Record, last, now time.Time) []E
 		return evs
 	}
 	if e == nil {
-		if len(g.prov) >= g.cfg.MaxEntries {
-			if v, _ := g.provOld.Top(); v != nil {
-				evs = g.dropProvLocked(evs, v, now)
-			}
-		}
-		e = &provEntry{name: r.Provider}
-		g.prov[r.Provider] = e
+		e, evs = g.addProvLocked(evs, r.Provider, now)
 	}
 	e.times = e.times[:0]
 	for range n {
@@ -117,13 +111,7 @@ func (g *Gate) restoreConnLocked(evs []Event, r Record, last, now time.Time) []E
 		return evs
 	}
 	if c == nil {
-		if len(g.conns) >= g.cfg.MaxEntries {
-			if v, _ := g.connOld.Top(); v != nil {
-				evs = g.dropConnLocked(evs, v, now)
-			}
-		}
-		c = &connEntry{key: k}
-		g.conns[k] = c
+		c, evs = g.addConnLocked(evs, k, now)
 	}
 	c.count, c.last = count, last
 	g.connOld.Set(c, heap.Stamp(c.last))
