@@ -47,6 +47,55 @@ func TestStateAtTakesNoLock(t *testing.T) {
 	assert.NoError(t, admitErr)
 }
 
+// Lookups take no lock of the Set: with its lock held, reads of a held
+// closed breaker (clean or with a counted failure) and of a provider it
+// does not hold, an admission and a success report all answer, exactly,
+// and they allocate nothing.
+func TestSetLookupsTakeNoSetLock(t *testing.T) {
+	s := NewSet(Config{})
+	s.ReportAt("openai", Report{Outcome: Failure}, t0)
+	done, err := s.AllowReportAt("anthropic", t0)
+	require.NoError(t, err)
+	done(Report{Outcome: Success, At: t0})
+
+	type answer struct {
+		st   State
+		wait time.Duration
+	}
+	var got [3]answer
+	var admitErr [2]error
+	var reported bool
+	s.mu.Lock()
+	ok := returnsWithin(func() {
+		for i, p := range []string{"openai", "anthropic", "absent"} {
+			got[i].st, got[i].wait = s.StateAt(p, t0)
+		}
+		_, admitErr[0] = s.AllowReportAt("openai", t0)
+		var d func(Report)
+		if d, admitErr[1] = s.AllowReportAt("anthropic", t0); d != nil {
+			d(Report{Outcome: Success, At: t0})
+		}
+		reported = s.ReportAt("absent", Report{Outcome: Success}, t0)
+	})
+	s.mu.Unlock()
+	require.True(t, ok, "a lookup waited for the Set's lock")
+	assert.Equal(t, [3]answer{{Closed, 0}, {Closed, 0}, {Closed, 0}}, got)
+	assert.Equal(t, [2]error{nil, nil}, admitErr)
+	assert.False(t, reported, "a success for a provider without a breaker is not accounted")
+	assert.Equal(t, []string{"anthropic", "openai"}, setNames(s), "a lookup created no breaker")
+
+	for _, p := range []string{"openai", "anthropic", "absent"} {
+		assert.Zero(t, testing.AllocsPerRun(100, func() { s.StateAt(p, t0) }), "StateAt(%s)", p)
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		d, err := s.AllowReportAt("anthropic", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d(Report{Outcome: Success, At: t0})
+	}), "AllowReportAt of a clean closed breaker")
+}
+
 // A provider seen for the first time costs few allocations: its breaker
 // builds the machine that decides a trip only on its first failure.
 func TestNewProviderAllocations(t *testing.T) {
