@@ -85,6 +85,8 @@
 //
 // A Queue is safe for concurrent use. [Queue.CheckAt], [Queue.StatusAt] and
 // [Queue.FullAt] take one read lock and allocate nothing, and neither does
-// an Acquire that starts at once or is refused (provided Config.Overrides
-// does not allocate).
+// an Acquire that is refused; one that starts at once allocates only its
+// release function, 24 bytes (provided Config.Overrides does not
+// allocate), and an AcquireMany grant on known keys that need not wait
+// nothing.
 package queue

@@ -50,8 +50,9 @@ func (g *gate) busy() bool { return g.running > 0 || g.waiters.Len() > 0 || g.he
 // for writing.
 func (q *Queue) placeLocked(g *gate, now time.Time) {
 	// Waiters come and go through here; a gate turns hot otherwise only by
-	// a block or learned limits, whose callers see to it.
-	if !q.limited && (g.hot || g.waiters.Len() > 0) {
+	// a block, learned limits or a rate limit or spacing applied, whose
+	// callers see to it.
+	if g.hot || g.waiters.Len() > 0 {
 		q.heatLocked(g)
 	}
 	busy := g.busy()
@@ -151,7 +152,7 @@ func (q *Queue) dropLocked(g *gate, now time.Time) {
 	g.dropped = true
 	if g.hot {
 		g.hot = false
-		q.hot--
+		q.addHot(g, -1)
 	}
 	delete(q.gates, g.key)
 	q.dirty = true

@@ -132,16 +132,16 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 	}
 	if fast {
 		for _, g := range gates {
-			g.running++
+			q.addRunning(g, 1)
 			g.lastUse = now
 			if holding {
 				g.held--
 			}
 			q.placeLocked(g, now)
 		}
+		grant := q.manyTicketLocked(gates)
 		q.unlock()
-		t, gen := q.newTicket(nil, gates)
-		return Grant{t: t, gen: gen}, nil
+		return grant, nil
 	}
 	w := &waiter{needs: make([]need, len(needs)), signal: make(chan struct{}, 1)}
 	for i, g := range gates {
@@ -166,8 +166,10 @@ func (q *Queue) AcquireMany(ctx context.Context, needs []Need, opts ManyOptions)
 		}
 		return Grant{}, err
 	}
-	t, gen := q.newTicket(nil, gates)
-	return Grant{t: t, gen: gen}, nil
+	q.mu.Lock()
+	grant := q.manyTicketLocked(gates)
+	q.mu.Unlock()
+	return grant, nil
 }
 
 // unholdLocked ends the hold of an AcquireMany setting up on gates.

@@ -58,18 +58,25 @@ type Status struct {
 // On a queue whose settings limit nothing (no cap, depth, rate, spacing or
 // overrides), while no key has waiters, a block or learned limits and there
 // is room for a new key, it answers Admit from one atomic load, without
-// the lock or a lookup.
+// the lock or a lookup. On any queue built by [New] it answers Admit from
+// atomic loads too, without the lock, when the queue keeps fewer than
+// MaxKeys keys and the key has no waiters, block, rate limiter, spacing or
+// learned limits and room under its cap (its own, under Overrides); such
+// state of other keys may send it to the lock now and then.
 func (q *Queue) CheckAt(key string, now time.Time) Decision {
 	if q.admitAll.Load() {
 		return Admit
 	}
-	s := q.settingsFor(key)
+	cap, depth := q.capsFor(key)
+	if q.sum.admits(key, cap) {
+		return Admit
+	}
 	q.mu.RLock()
 	g := q.gates[key]
 	var d Decision
 	switch {
 	case g != nil:
-		d = g.decide(s, now)
+		d = g.decideCaps(cap, depth, now)
 	case !q.roomLocked(now):
 		d = Refuse
 	}
@@ -80,12 +87,18 @@ func (q *Queue) CheckAt(key string, now time.Time) Decision {
 // decide is what Acquire would do on g at now under settings s. It requires
 // q.mu held.
 func (g *gate) decide(s limits, now time.Time) Decision {
+	return g.decideCaps(s.MaxConcurrency, s.MaxQueueDepth, now)
+}
+
+// decideCaps is decide given only the settings it reads: the concurrency
+// cap and the queue depth.
+func (g *gate) decideCaps(cap, depth int, now time.Time) Decision {
 	waiting := g.waiters.Len()
 	switch {
-	case s.MaxQueueDepth > 0 && waiting >= s.MaxQueueDepth:
+	case depth > 0 && waiting >= depth:
 		return Refuse
 	case waiting > 0,
-		s.MaxConcurrency > 0 && g.running >= s.MaxConcurrency,
+		cap > 0 && g.running >= cap,
 		g.blockedUntil.After(now),
 		g.rateReadyAt(now).After(now):
 		return Wait
@@ -96,8 +109,8 @@ func (g *gate) decide(s limits, now time.Time) Decision {
 // StatusAt returns key's admission state at now. It neither blocks nor
 // allocates (provided Config.Overrides does not).
 func (q *Queue) StatusAt(key string, now time.Time) Status {
-	s := q.settingsFor(key)
-	st := Status{Cap: s.MaxConcurrency, Depth: s.MaxQueueDepth, ReadyAt: now}
+	cap, depth := q.capsFor(key)
+	st := Status{Cap: cap, Depth: depth, ReadyAt: now}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	g := q.gates[key]
@@ -115,7 +128,7 @@ func (q *Queue) StatusAt(key string, now time.Time) Status {
 	if blocked && g.blockedUntil.After(ready) {
 		ready = g.blockedUntil
 	}
-	st.Decision = g.decide(s, now)
+	st.Decision = g.decideCaps(cap, depth, now)
 	switch {
 	case st.Waiting > 0 || capped:
 		st.ReadyAt = time.Time{}
