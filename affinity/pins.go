@@ -2,7 +2,6 @@ package affinity
 
 import (
 	"encoding/hex"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -494,58 +493,198 @@ const usageShards = 16
 // usageTable tracks connection use in bounded maps, spread over usageShards
 // parts by a seeded hash of the connection id, so that concurrent requests
 // on different connections seldom share a lock.
+//
+// A use of a connection already tracked (the common case) takes no shard
+// lock and looks nothing up in a map: it finds the connection's entry
+// through the shard's index, a hash table read without locks, and updates
+// it under the entry's own mutex, held for a few instructions and shared
+// only by uses of that connection. The entry keeps its time as a
+// time.Time (monotonic reading and location included), which cannot be
+// stored atomically without an allocation, hence that mutex. New
+// connections and the cap's removals take the shard lock as before.
 type usageTable struct {
-	seed     maphash.Seed
+	seeds    connSeeds
 	perShard int
 	shards   [usageShards]usageShard
 }
 
 type usageShard struct {
-	mu sync.Mutex
-	m  map[string]*usage // lazily initialised
+	mu sync.Mutex             // serialises changes of membership (m and idx)
+	m  map[string]*usageEntry // lazily initialised; guarded by mu
+	// idx holds the entries of m for lookups without mu; nil while m is
+	// empty. Only holders of mu change it.
+	idx atomic.Pointer[usageIndex]
+	// used is the number of slots of idx not free (entries and
+	// tombstones); guarded by mu.
+	used int
+}
+
+// usageEntry is the recorded use of one connection. conn and hash never
+// change; the rest is guarded by mu.
+type usageEntry struct {
+	mu   sync.Mutex
+	u    usage
+	gone bool // removed from its shard: a use that found it goes to the shard
+	conn string
+	hash uint64
+}
+
+// usageIndex is an open-addressing hash table (linear probing) of a
+// shard's entries. Lookups load its slots atomically and take no lock;
+// writers, holding the shard's mutex, fill free slots, put usageGone in
+// the slots of removed entries and swap in a rebuilt index when fewer than
+// a quarter of the slots stay free, so every probe ends at a free slot.
+type usageIndex struct {
+	mask  uint64
+	slots []atomic.Pointer[usageEntry]
+}
+
+// usageGone fills the index slot of a removed entry; probes pass over it.
+var usageGone = new(usageEntry)
+
+// find returns conn's entry, whose hash is h, or nil. It takes no lock.
+func (x *usageIndex) find(h uint64, conn string) *usageEntry {
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		e := x.slots[i].Load()
+		if e == nil {
+			return nil
+		}
+		if e.hash == h && e != usageGone && e.conn == conn {
+			return e
+		}
+	}
+}
+
+// find returns conn's entry, whose hash is h, or nil, without a lock.
+func (sh *usageShard) find(h uint64, conn string) *usageEntry {
+	if x := sh.idx.Load(); x != nil {
+		return x.find(h, conn)
+	}
+	return nil
+}
+
+// add indexes the new entry e. The caller holds sh.mu and has put e in
+// sh.m.
+func (sh *usageShard) add(e *usageEntry) {
+	x := sh.idx.Load()
+	if x == nil || 4*(sh.used+1) > 3*len(x.slots) {
+		sh.reindex() // indexes sh.m, e included
+		return
+	}
+	i := e.hash & x.mask
+	for {
+		switch x.slots[i].Load() {
+		case nil:
+			sh.used++
+		case usageGone:
+		default:
+			i = (i + 1) & x.mask
+			continue
+		}
+		x.slots[i].Store(e)
+		return
+	}
+}
+
+// reindex replaces sh's index with a fresh one that holds the entries of
+// sh.m and room for as many again. The old index is left as it was, so
+// lookups still walking it stay correct. The caller holds sh.mu.
+func (sh *usageShard) reindex() {
+	size := 8
+	for size < 4*(len(sh.m)+1) {
+		size <<= 1
+	}
+	x := &usageIndex{mask: uint64(size - 1), slots: make([]atomic.Pointer[usageEntry], size)}
+	for _, e := range sh.m {
+		i := e.hash & x.mask
+		for x.slots[i].Load() != nil {
+			i = (i + 1) & x.mask
+		}
+		x.slots[i].Store(e)
+	}
+	sh.used = len(sh.m)
+	sh.idx.Store(x)
+}
+
+// drop removes e, whose mutex the caller holds, from sh: it is marked gone,
+// so that a use that found it in the index goes to the shard instead. The
+// caller holds sh.mu.
+func (sh *usageShard) drop(e *usageEntry) {
+	e.gone = true
+	delete(sh.m, e.conn)
+	x := sh.idx.Load()
+	for i := e.hash & x.mask; ; i = (i + 1) & x.mask {
+		if x.slots[i].Load() == e {
+			x.slots[i].Store(usageGone)
+			return
+		}
+	}
 }
 
 func (t *usageTable) init(maxConns int) {
 	if maxConns <= 0 {
 		maxConns = defaultMaxConnections
 	}
-	t.seed = maphash.MakeSeed()
+	t.seeds = newConnSeeds()
 	t.perShard = (maxConns + usageShards - 1) / usageShards
 }
 
-func (t *usageTable) shard(conn string) *usageShard {
-	return &t.shards[maphash.String(t.seed, conn)%usageShards]
+func (t *usageTable) hash(conn string) (uint64, *usageShard) {
+	h := t.seeds.connHash(conn)
+	// The index probes from the low bits; the shard comes from the high.
+	return h, &t.shards[h>>60%usageShards]
 }
 
 func (t *usageTable) get(conn string) (usage, bool) {
-	sh := t.shard(conn)
-	sh.mu.Lock()
-	u := sh.m[conn]
-	var v usage
-	if u != nil {
-		v = *u
+	h, sh := t.hash(conn)
+	e := sh.find(h, conn)
+	if e == nil {
+		return usage{}, false
 	}
-	sh.mu.Unlock()
-	return v, u != nil
+	e.mu.Lock()
+	v, gone := e.u, e.gone
+	e.mu.Unlock()
+	if gone {
+		return usage{}, false // removed since it was found: not tracked
+	}
+	return v, true
 }
 
 // record notes a use of conn at now. A fresh pin resets the consecutive use
 // count to 1; any other use adds one. Time going backwards never moves the
 // last use back.
 func (t *usageTable) record(conn string, now time.Time, fresh bool) {
-	sh := t.shard(conn)
+	h, sh := t.hash(conn)
+	if e := sh.find(h, conn); e != nil {
+		e.mu.Lock()
+		if !e.gone {
+			e.u.touch(now, fresh)
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock() // removed since it was found: start a new entry
+	}
 	sh.mu.Lock()
-	u := sh.m[conn]
-	if u == nil {
+	e := sh.m[conn]
+	if e == nil {
 		if sh.m == nil {
-			sh.m = make(map[string]*usage)
+			sh.m = make(map[string]*usageEntry)
 		}
 		if len(sh.m) >= t.perShard {
 			sh.forgetOldest()
 		}
-		u = new(usage)
-		sh.m[conn] = u
+		e = &usageEntry{conn: conn, hash: h}
+		sh.m[conn] = e
+		sh.add(e)
 	}
+	e.mu.Lock()
+	e.u.touch(now, fresh)
+	e.mu.Unlock()
+	sh.mu.Unlock()
+}
+
+// touch notes a use at now (see usageTable.record).
+func (u *usage) touch(now time.Time, fresh bool) {
 	if now.After(u.last) {
 		u.last = now
 	}
@@ -554,21 +693,29 @@ func (t *usageTable) record(conn string, now time.Time, fresh bool) {
 	} else {
 		u.uses++
 	}
-	sh.mu.Unlock()
 }
 
-// forgetOldest drops the connection used longest ago. The lock must be held.
+// forgetOldest drops the connection used longest ago. The shard's lock
+// must be held. Every entry's lock is held while it chooses, so that no use
+// lands between the choice and the removal, as when uses took the shard
+// lock.
 func (sh *usageShard) forgetOldest() {
-	var victim string
+	for _, e := range sh.m {
+		e.mu.Lock()
+	}
+	var victim *usageEntry
 	var at time.Time
-	found := false
-	for c, u := range sh.m {
-		if !found || u.last.Before(at) {
-			victim, at, found = c, u.last, true
+	for _, e := range sh.m {
+		if victim == nil || e.u.last.Before(at) {
+			victim, at = e, e.u.last
 		}
 	}
-	if found {
-		delete(sh.m, victim)
+	if victim != nil {
+		sh.drop(victim)
+		victim.mu.Unlock()
+	}
+	for _, e := range sh.m {
+		e.mu.Unlock()
 	}
 }
 
@@ -577,8 +724,10 @@ func (t *usageTable) list() []ConnectionUse {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		for c, u := range sh.m {
-			out = append(out, ConnectionUse{Connection: c, LastUsed: u.last, Uses: u.uses})
+		for c, e := range sh.m {
+			e.mu.Lock()
+			out = append(out, ConnectionUse{Connection: c, LastUsed: e.u.last, Uses: e.u.uses})
+			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}

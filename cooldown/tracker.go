@@ -109,8 +109,12 @@ func (t *Tracker) StatusAt(conn string, now time.Time) Status {
 
 // statusInto writes conn's status at now into the zero Status s.
 func (t *Tracker) statusInto(conn string, now time.Time, s *Status) {
-	if t.mem != nil {
-		t.mem.statusAt(conn, now, s)
+	if m := t.mem; m != nil {
+		// memoryStore.statusAt, its shortcut written out here: a
+		// connection whose shard holds no entry costs no further call.
+		if sh := m.shard(conn); sh.n.Load() != 0 {
+			m.statusIn(sh, conn, now, s)
+		}
 		return
 	}
 	if e, ok := t.store.Load(conn); ok {

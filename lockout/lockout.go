@@ -3,6 +3,7 @@ package lockout
 import (
 	"cmp"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -51,7 +52,42 @@ type Lockout struct {
 	cfg     atomic.Pointer[conf]
 	total   atomic.Int64 // entries across all shards
 	evictMu sync.Mutex   // serialises cap evictions
-	shards  [numShards]shard
+	// conns counts the entries by a cheap unseeded digest of their
+	// connection (see connBucket), so that a check or a decay of a
+	// connection with no entries answers before hashing anything. A count
+	// rises before its entry is published and falls after it is unlinked,
+	// so it never reads lower than the entries a lookup could find.
+	conns  [connBuckets]atomic.Int32
+	shards [numShards]shard
+}
+
+// connBuckets is the number of counts in Lockout.conns (a power of two).
+const connBuckets = 256
+
+// connBucket returns the place of connection's count in Lockout.conns:
+// its length and its last four bytes (the first, middle and last when
+// shorter), where connection ids usually differ, mixed by a multiplicative
+// hash. It is not seeded: a crafted id can only share a count with
+// another, which makes its checks take the full lookup.
+func connBucket(connection string) uint64 {
+	n := len(connection)
+	x := uint64(n)
+	switch {
+	case n >= 4:
+		// unsafe: the last four bytes in one load, without a copy.
+		x |= uint64(*(*uint32)(unsafe.Pointer(unsafe.StringData(connection[n-4:])))) << 8
+	case n > 0:
+		x |= uint64(connection[0])<<8 | uint64(connection[n/2])<<16 | uint64(connection[n-1])<<24
+	}
+	hi, lo := bits.Mul64(x, 0x9E3779B97F4A7C15)
+	return (hi ^ lo) % connBuckets
+}
+
+// insertLocked stores the new entry e in sh. The caller holds sh.mu.
+func (l *Lockout) insertLocked(sh *shard, e *entry) {
+	l.conns[connBucket(e.connection)].Add(1) // before lookups can find e
+	sh.insert(e)
+	l.total.Add(1)
 }
 
 // shard holds the entries of the connections that hash to it. Lookups take
@@ -256,9 +292,17 @@ func (l *Lockout) Locked(provider, connection, model string) (until time.Time, r
 // letters and surrounding white space, or a custom [FamilyFunc] allocates.
 func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (until time.Time, reason Reason, locked bool) {
 	c := l.cfg.Load()
-	if c == nil || !c.Enabled || model == "" {
+	if c == nil || !c.Enabled || model == "" || l.conns[connBucket(connection)].Load() == 0 {
+		// Disabled, or no entry of this connection: the common answer,
+		// kept in a small function of its own so that it costs a few
+		// instructions (BenchmarkLockedAtUntracked).
 		return time.Time{}, "", false
 	}
+	return l.lockedAt(c, provider, connection, model, now)
+}
+
+// lockedAt is LockedAt for a connection that may have entries.
+func (l *Lockout) lockedAt(c *conf, provider, connection, model string, now time.Time) (until time.Time, reason Reason, locked bool) {
 	hc := strhash(connection)
 	sh := l.shard(hc)
 	t := sh.tab.Load()
@@ -462,6 +506,11 @@ func (l *Lockout) CheckAt(provider, connection, model string, now time.Time) err
 // hash. The key may share memory with the arguments and with buf; see
 // [key.own].
 func keyFor(c *conf, provider, connection string, scope Scope, model string, buf *[maxStackModel]byte) (key, uint64) {
+	return keyForHash(c, strhash(connection), provider, connection, scope, model, buf)
+}
+
+// keyForHash is keyFor for a connection whose hash hc the caller has.
+func keyForHash(c *conf, hc uint64, provider, connection string, scope Scope, model string, buf *[maxStackModel]byte) (key, uint64) {
 	k := key{provider: provider, connection: connection}
 	switch scope {
 	case ScopeFamily:
@@ -471,7 +520,7 @@ func keyFor(c *conf, provider, connection string, scope Scope, model string, buf
 	default:
 		k.name = model
 	}
-	return k, keyHash(strhash(connection), strhash(k.name))
+	return k, keyHash(hc, strhash(k.name))
 }
 
 // own returns k in memory of its own, for storing: a stored key must not
@@ -533,7 +582,8 @@ func (l *Lockout) write(c *conf, f Failure, now time.Time, failure bool) Result 
 		reason = ReasonForStatus(f.Status)
 	}
 	var buf [maxStackModel]byte
-	k, h := keyFor(c, provider, f.Connection, scope, f.Model, &buf)
+	hc := strhash(f.Connection)
+	k, h := keyForHash(c, hc, provider, f.Connection, scope, f.Model, &buf)
 	resetAfter := f.ResetAfter
 	if resetAfter <= 0 {
 		resetAfter = defaultResetAfter
@@ -546,7 +596,7 @@ func (l *Lockout) write(c *conf, f Failure, now time.Time, failure bool) Result 
 		}
 	}
 
-	sh := l.shard(strhash(f.Connection))
+	sh := l.shard(hc)
 	var events []Event
 	sh.mu.Lock()
 	if !now.Before(sh.nextSweep) || now.Add(defaultSweepInterval).Before(sh.nextSweep) {
@@ -556,8 +606,7 @@ func (l *Lockout) write(c *conf, f Failure, now time.Time, failure bool) Result 
 	e := sh.lookup(h, k)
 	if e == nil {
 		e = &entry{key: k.own(), hash: h}
-		sh.insert(e)
-		l.total.Add(1)
+		l.insertLocked(sh, e)
 	}
 
 	var cooldown time.Duration
@@ -649,8 +698,8 @@ func untilMidnight(loc *time.Location, now time.Time) time.Duration {
 // whether this call removed at least one key. DecayAt allocates nothing
 // when the model has no keys to decay.
 func (l *Lockout) DecayAt(provider, connection, model string, now time.Time) (count int, cleared bool) {
-	if model == "" {
-		return 0, false
+	if model == "" || l.conns[connBucket(connection)].Load() == 0 {
+		return 0, false // the common success path: nothing to decay
 	}
 	c := l.conf()
 	provider = c.canonical(provider)
@@ -848,6 +897,7 @@ func (l *Lockout) removeLocked(sh *shard, e *entry) bool {
 	if !sh.remove(e) {
 		return false
 	}
+	l.conns[connBucket(e.connection)].Add(-1) // after lookups lost e
 	sh.order.Remove(e)
 	l.total.Add(-1)
 	return true

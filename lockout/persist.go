@@ -97,15 +97,15 @@ func (l *Lockout) RestoreAt(records []Record, now time.Time) int {
 // restore writes one record into its key's entry; p holds the escalation
 // state.
 func (l *Lockout) restore(c *conf, k key, r *Record, p *entry, active bool, now time.Time) bool {
-	h := keyHash(strhash(k.connection), strhash(k.name))
-	sh := l.shard(strhash(k.connection))
+	hc := strhash(k.connection)
+	h := keyHash(hc, strhash(k.name))
+	sh := l.shard(hc)
 	var events []Event
 	sh.mu.Lock()
 	e := sh.lookup(h, k)
 	if e == nil {
 		e = &entry{key: k.own(), hash: h}
-		sh.insert(e)
-		l.total.Add(1)
+		l.insertLocked(sh, e)
 	}
 	e.count, e.lastFailureAt, e.resetAfter, e.lastCooldown = p.count, p.lastFailureAt, p.resetAfter, p.lastCooldown
 	e.scope = r.Scope
