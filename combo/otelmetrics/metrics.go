@@ -76,7 +76,7 @@ type sink struct {
 	overheadOpts                               []metric.RecordOption
 	counterSeries                              *metricscore.Cache[counterKey, *counterSeries]
 	attemptSeries                              *metricscore.Cache[metricscore.AttemptKey, *attemptSeries]
-	requestSeries                              *metricscore.Cache[string, *requestSeries]
+	comboOpts                                  *metricscore.Cache[string, []metric.RecordOption]
 	waitOpts                                   *metricscore.Cache[string, []metric.RecordOption]
 }
 
@@ -97,7 +97,13 @@ type attemptSeries struct {
 	duration, wait, chunk, input, output []metric.RecordOption // nil for a skip
 }
 
-type requestSeries struct{ attempts []metric.RecordOption }
+// requestSeries is one kind of request: its combo's attribute set, the
+// attempts it made and the exclusions counted with it.
+type requestSeries struct {
+	attempts   []metric.RecordOption
+	made       int64
+	exclusions []*counterSeries
+}
 
 func addOpts(kv ...attribute.KeyValue) []metric.AddOption {
 	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
@@ -195,9 +201,7 @@ func New(o Options) (*Metrics, error) {
 		return &counterSeries{inst: s.counters[k.f], opts: addOpts(kv...)}
 	})
 	s.waitOpts = metricscore.NewCache(func(k string) []metric.RecordOption { return recordOpts(attribute.String("provider", k)) })
-	s.requestSeries = metricscore.NewCache(func(k string) *requestSeries {
-		return &requestSeries{attempts: recordOpts(attribute.String("combo", k))}
-	})
+	s.comboOpts = metricscore.NewCache(func(k string) []metric.RecordOption { return recordOpts(attribute.String("combo", k)) })
 	s.attemptSeries = metricscore.NewCache(func(k metricscore.AttemptKey) *attemptSeries {
 		a := &attemptSeries{count: addOpts(
 			attribute.String("provider", k.Provider), attribute.String("model", k.Model),
@@ -359,9 +363,14 @@ func (s *sink) CounterSeries(f metricscore.Family, labels [3]string) *counterSer
 
 func (s *sink) Inc(c *counterSeries) { c.inst.Add(bg, 1, c.opts...) }
 
-func (s *sink) RequestSeries(name string) *requestSeries { return s.requestSeries.Get(name) }
+func (s *sink) RequestSeries(name string, attempts int, exclusions []*counterSeries) *requestSeries {
+	return &requestSeries{attempts: s.comboOpts.Get(name), made: int64(attempts), exclusions: exclusions}
+}
 
-func (s *sink) RecordRequest(r *requestSeries, attempts int, overhead time.Duration) {
-	s.requestAttempts.Record(bg, int64(attempts), r.attempts...)
+func (s *sink) RecordRequest(r *requestSeries, overhead time.Duration) {
+	s.requestAttempts.Record(bg, r.made, r.attempts...)
 	s.overhead.Record(bg, overhead.Seconds(), s.overheadOpts...)
+	for _, x := range r.exclusions {
+		s.Inc(x)
+	}
 }

@@ -58,3 +58,19 @@ func BenchmarkRecord(b *testing.B) {
 		rc.OnRequest(end)
 	}
 }
+
+// BenchmarkRecordPlain measures the collector's work for the plainest
+// routed request: one successful attempt that did not wait, no exclusion.
+func BenchmarkRecordPlain(b *testing.B) {
+	c := promcollector.New(promcollector.Options{})
+	rc := combo.Config{}
+	c.Attach(&rc)
+	a := combo.Attempt{Target: combo.Target{Provider: "p0", Connection: "c0", Model: "m"}, Outcome: combo.OutcomeSucceeded,
+		Status: 200, Duration: 3 * time.Microsecond}
+	end := combo.RequestEnd{Combo: "bench", Attempts: []combo.Attempt{a}, Duration: 8 * time.Microsecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		rc.OnAttempt(a)
+		rc.OnRequest(end)
+	}
+}

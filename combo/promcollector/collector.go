@@ -40,7 +40,11 @@ type Collector struct {
 }
 
 // series holds every series the Collector has made. Recording is atomic
-// adds on them; Collect turns them into constant metrics.
+// adds on them; Collect turns them into constant metrics. A plain
+// successful request makes four: two for its attempt's duration (which
+// also counts the attempt and, when it did not wait, its queue wait of 0)
+// and two for its router overhead (which also counts the request, its
+// attempts and its exclusions).
 type series struct {
 	op string
 
@@ -55,7 +59,7 @@ type series struct {
 	counters                                                     *metricscore.Cache[counterKey, *counter]
 	attempts                                                     *metricscore.Cache[metricscore.AttemptKey, *attemptSeries]
 	attemptCounts                                                *metricscore.Cache[[5]string, *counter]
-	requests                                                     *metricscore.Cache[string, *requestSeries]
+	combos                                                       *metricscore.Cache[string, *comboSeries]
 	ops                                                          *metricscore.Cache[opKey, *hist]
 	waits                                                        *metricscore.Cache[string, *hist]
 	chunks                                                       *metricscore.Cache[opKey, *hist]
@@ -73,16 +77,19 @@ type opKey struct{ provider, model, third string }
 
 // attemptSeries are the series one attempt label set records into.
 type attemptSeries struct {
-	count          *counter
-	duration, wait *hist // nil for a skip
+	skips *counter // a skip's routeguard_attempts_total; nil for an attempt made
+	// direct and queued hold the durations of the attempts made that did
+	// not wait for admission and of those that did: parts of their
+	// operation series, shared with their routeguard_attempts_total. An
+	// attempt of direct is a wait of 0 of the wait series too.
+	direct, queued histData
+	wait           *hist // nil for a skip
 	key            opKey
 	// chunk, input and output are made on first use, so that a plain
 	// answer adds no empty first-chunk series, nor an answer without usage
 	// empty token series.
 	chunk, input, output atomic.Pointer[hist]
 }
-
-type requestSeries struct{ attempts *hist }
 
 // New returns a Collector. Attach it to the layer configurations before
 // the layers are built, and to the router's combo.Config before combo.New.
@@ -145,17 +152,23 @@ func New(o Options) *Collector {
 	s.waits = metricscore.NewCache(func(k string) *hist { return newHist(s.waitKind, s.waitDesc, k) })
 	s.chunks = metricscore.NewCache(func(k opKey) *hist { return newHist(s.chunkKind, s.chunkDesc, s.op, k.provider, k.model) })
 	s.tokens = metricscore.NewCache(func(k opKey) *hist { return newHist(s.tokenKind, s.tokenDesc, s.op, k.provider, k.model, k.third) })
-	s.requests = metricscore.NewCache(func(k string) *requestSeries {
-		return &requestSeries{attempts: newHist(s.attemptKind, s.requestDesc, k)}
+	s.combos = metricscore.NewCache(func(k string) *comboSeries {
+		return &comboSeries{desc: s.requestDesc, labels: []string{k}, created: time.Now()}
 	})
 	s.attemptCounts = metricscore.NewCache(func(k [5]string) *counter { return newCounter(s.attemptsDesc, k[:]...) })
 	s.attempts = metricscore.NewCache(func(k metricscore.AttemptKey) *attemptSeries {
-		a := &attemptSeries{count: s.attemptCounts.Get([5]string{k.Provider, k.Model, k.Outcome, k.StatusClass, k.Reason})}
-		if !k.Skipped() {
-			a.key = opKey{k.Provider, k.Model, ""}
-			a.duration = s.ops.Get(opKey{k.Provider, k.Model, k.ErrorType})
-			a.wait = s.waits.Get(k.Provider)
+		count := s.attemptCounts.Get([5]string{k.Provider, k.Model, k.Outcome, k.StatusClass, k.Reason})
+		if k.Skipped() {
+			return &attemptSeries{skips: count}
 		}
+		a := &attemptSeries{direct: newHistData(s.durationKind), queued: newHistData(s.durationKind),
+			key: opKey{k.Provider, k.Model, ""}, wait: s.waits.Get(k.Provider)}
+		op := s.ops.Get(opKey{k.Provider, k.Model, k.ErrorType})
+		for _, d := range []*histData{&a.direct, &a.queued} {
+			count.share(d)
+			op.add(d)
+		}
+		a.wait.addZeros(&a.direct)
 		return a
 	})
 	return &Collector{core: metricscore.New(metricscore.Sink[*attemptSeries, *counter, *requestSeries](s), o.Providers, o.Now), s: s}
@@ -252,8 +265,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range s.attemptCounts.Values() {
 		ch <- a.metric()
 	}
-	for _, r := range s.requests.Values() {
-		ch <- r.attempts.metric()
+	for _, r := range s.combos.Values() {
+		ch <- r.metric(s.attemptKind)
 	}
 	for _, c := range []*metricscore.Cache[opKey, *hist]{s.ops, s.chunks, s.tokens} {
 		for _, h := range c.Values() {
@@ -270,12 +283,25 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func (s *series) AttemptSeries(k metricscore.AttemptKey) *attemptSeries { return s.attempts.Get(k) }
 
 func (s *series) RecordAttempt(a *attemptSeries, o metricscore.Observation) {
-	a.count.v.Add(1)
-	if a.duration == nil {
-		return // a skip
+	if a.skips != nil {
+		a.skips.v.Add(1)
+		return
 	}
-	a.duration.observe(int64(o.Duration))
-	a.wait.observe(int64(o.QueueWait))
+	if o.QueueWait == 0 {
+		a.direct.observe(s.durationKind, int64(o.Duration))
+	} else {
+		a.queued.observe(s.durationKind, int64(o.Duration))
+		a.wait.observe(int64(o.QueueWait))
+	}
+	if o.FirstOutput > 0 || o.InputTokens > 0 || o.OutputTokens > 0 {
+		s.recordOutput(a, &o)
+	}
+}
+
+// recordOutput records a successful attempt's first output and token
+// usage, out of line so that RecordAttempt keeps its observation in
+// registers.
+func (s *series) recordOutput(a *attemptSeries, o *metricscore.Observation) {
 	if o.FirstOutput > 0 {
 		s.lazy(&a.chunk, s.chunks, opKey{a.key.provider, a.key.model, ""}).observe(int64(o.FirstOutput))
 	}
@@ -303,9 +329,16 @@ func (s *series) CounterSeries(f metricscore.Family, labels [3]string) *counter 
 
 func (s *series) Inc(c *counter) { c.v.Add(1) }
 
-func (s *series) RequestSeries(name string) *requestSeries { return s.requests.Get(name) }
+func (s *series) RequestSeries(name string, attempts int, exclusions []*counter) *requestSeries {
+	r := &requestSeries{overhead: newHistData(s.overheadKind), made: attempts}
+	s.overhead.add(&r.overhead)
+	s.combos.Get(name).add(r)
+	for _, x := range exclusions {
+		x.share(&r.overhead)
+	}
+	return r
+}
 
-func (s *series) RecordRequest(r *requestSeries, attempts int, overhead time.Duration) {
-	r.attempts.observe(int64(attempts))
-	s.overhead.observe(int64(overhead))
+func (s *series) RecordRequest(r *requestSeries, overhead time.Duration) {
+	r.overhead.observe(s.overheadKind, int64(overhead))
 }

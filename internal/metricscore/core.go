@@ -34,10 +34,11 @@ const (
 )
 
 // Sink receives every measurement. A is the series set of one attempt
-// label set, C one counter series, R the series of one combo. Its methods
-// are called concurrently. The Series methods are called once per label
-// set as far as the Core can tell (it keeps their results) and must return
-// the same series for equal labels; the others must not allocate.
+// label set, C one counter series, R the series of one kind of request.
+// Its methods are called concurrently. The Series methods are called once
+// per label set as far as the Core can tell (it keeps their results);
+// AttemptSeries and CounterSeries must return the same series for equal
+// labels. The others must not allocate.
 type Sink[A, C, R any] interface {
 	// AttemptSeries returns the series of an attempt with label set k.
 	AttemptSeries(k AttemptKey) A
@@ -48,11 +49,15 @@ type Sink[A, C, R any] interface {
 	CounterSeries(f Family, labels [3]string) C
 	// Inc adds one to a counter series.
 	Inc(c C)
-	// RequestSeries returns the series of a combo's requests.
-	RequestSeries(combo string) R
-	// RecordRequest records one routed request: the attempts it made and
-	// its router overhead.
-	RecordRequest(s R, attempts int, overhead time.Duration)
+	// RequestSeries returns the series of a combo's requests that made
+	// attempts attempts and count with them one exclusion on each series
+	// of exclusions (the Exclusions series of their reasons, in order);
+	// the Core counts other exclusions on their own, with Inc. It is
+	// called once for each distinct set of arguments.
+	RequestSeries(combo string, attempts int, exclusions []C) R
+	// RecordRequest records one routed request of series s: its router
+	// overhead, its attempts, and one on each of s's exclusion series.
+	RecordRequest(s R, overhead time.Duration)
 }
 
 // Observation is what an attempt measured.
@@ -186,11 +191,24 @@ type Core[A, C, R any] struct {
 	keys      map[string]struct{}      // queue keys from queue events
 	stores    []storeSource            // AttachSharedStore
 
-	attemptsSeen   identTable[A]
-	countersSeen   identTable[C]
+	attemptsSeen   attemptTable[A]
+	countersSeen   table[C]
 	exclusionsSeen strTable[C]
-	requestsSeen   strTable[R]
+	requestsSeen   requestTable[R]
+	requests       *Cache[requestKey, R] // the Sink's request series, by value
 }
+
+// requestKey is the value of a request's key: the combo, the attempts made
+// and the reasons of the exclusions counted with the request.
+type requestKey struct {
+	combo   string
+	made, n int
+	reasons [shapeExclusions]string
+}
+
+// maxShapes bounds the request series that count exclusions with them:
+// past it, a new kind of request counts its exclusions one by one.
+const maxShapes = 1024
 
 // storeSource is a shared state store the gauges read.
 type storeSource struct {
@@ -217,6 +235,16 @@ func New[A, C, R any](s Sink[A, C, R], providers []string, now func() time.Time)
 			c.fixed[p] = true
 		}
 	}
+	c.requests = NewCache(func(k requestKey) R {
+		var excl []C
+		if k.n > 0 {
+			excl = make([]C, k.n)
+			for i := range excl {
+				excl[i] = c.exclusionSeries(k.reasons[i])
+			}
+		}
+		return c.sink.RequestSeries(k.combo, k.made, excl)
+	})
 	return c
 }
 
@@ -237,8 +265,8 @@ func (c *Core[A, C, R]) Clock() time.Time {
 // Attach chains the router's attempt and request hooks and remembers the
 // layers the gauges read at collection time.
 func (c *Core[A, C, R]) Attach(cfg *combo.Config) {
-	cfg.OnAttempt = Chain(cfg.OnAttempt, func(a combo.Attempt) { c.onAttempt(&a) })
-	cfg.OnRequest = Chain(cfg.OnRequest, c.onRequest)
+	cfg.OnAttempt = Chain(cfg.OnAttempt, c.attemptHook())
+	cfg.OnRequest = Chain(cfg.OnRequest, c.requestHook())
 	c.mu.Lock()
 	c.breakers, c.cooldowns, c.queue, c.routerNow = cfg.Breakers, cfg.Cooldowns, cfg.Queue, cfg.Now
 	c.mu.Unlock()
@@ -264,23 +292,31 @@ func (c *Core[A, C, R]) AttachQueue(cfg *queue.Config) { cfg.OnChange = Chain(cf
 
 // count adds one to the series of family f with labels l.
 func (c *Core[A, C, R]) count(f Family, l0, l1, l2 string) {
-	id := identKey{a: identOf(l0), b: identOf(l1), c: identOf(l2), n: int(f)}
-	s, ok := c.countersSeen.get(&id)
+	l := [3]string{l0, l1, l2}
+	var k key
+	fits := k.setCounter(f, &l)
+	var s C
+	ok := false
+	if fits {
+		s, ok = c.countersSeen.get(&k)
+	}
 	if !ok {
-		s = c.sink.CounterSeries(f, [3]string{l0, l1, l2})
-		c.countersSeen.put(id, [5]string{l0, l1, l2}, s)
+		s = c.sink.CounterSeries(f, l)
+		if fits {
+			c.countersSeen.put(&k, l, s)
+		}
 	}
 	c.sink.Inc(s)
 }
 
-// exclusion counts one exclusion for reason.
-func (c *Core[A, C, R]) exclusion(reason string) {
+// exclusionSeries returns the Exclusions series of reason.
+func (c *Core[A, C, R]) exclusionSeries(reason string) C {
 	s, ok := c.exclusionsSeen.get(reason)
 	if !ok {
 		s = c.sink.CounterSeries(Exclusions, [3]string{BoundedLabel(reason)})
 		c.exclusionsSeen.put(reason, s)
 	}
-	c.sink.Inc(s)
+	return s
 }
 
 func (c *Core[A, C, R]) onBreaker(e breaker.Event) {
@@ -336,36 +372,36 @@ func (c *Core[A, C, R]) onQueue(e queue.Event) {
 	}
 }
 
-func (c *Core[A, C, R]) onAttempt(a *combo.Attempt) {
-	reason := ""
-	switch a.Outcome {
-	case combo.OutcomeSkipped:
-		reason = string(a.Reason)
-	case combo.OutcomeFailed:
-		reason = a.Code
-	}
-	id := identKey{
-		a: identOf(a.Target.Provider), b: identOf(a.Target.Model), c: identOf(a.Target.Connection),
-		d: identOf(reason), e: identOf(string(a.Outcome)), n: a.Status,
-	}
-	s, ok := c.attemptsSeen.get(&id)
-	if !ok {
-		s = c.newAttemptSeries(a, id, reason)
-	}
-	o := Observation{Duration: a.Duration, QueueWait: a.QueueWait}
-	if a.Outcome == combo.OutcomeSucceeded {
-		o.FirstOutput = a.FirstOutput
-		o.InputTokens, o.OutputTokens = int64(a.Usage.InputTokens), int64(a.Usage.OutputTokens)
-	}
-	c.sink.RecordAttempt(s, o)
-	if a.Cut != "" && a.Outcome != combo.OutcomeSkipped {
-		c.count(StreamCuts, BoundedLabel(a.Cut), "", "")
+// attemptHook returns the OnAttempt hook: the attempt's series, looked up
+// by its fields, records it. It is a func literal, not a method value, so
+// that the router's call reaches the work in one call.
+func (c *Core[A, C, R]) attemptHook() func(combo.Attempt) {
+	return func(a combo.Attempt) {
+		reason, made := "", true
+		o := Observation{Duration: a.Duration, QueueWait: a.QueueWait}
+		switch a.Outcome {
+		case combo.OutcomeSucceeded:
+			o.FirstOutput = a.FirstOutput
+			o.InputTokens, o.OutputTokens = int64(a.Usage.InputTokens), int64(a.Usage.OutputTokens)
+		case combo.OutcomeFailed:
+			reason = a.Code
+		case combo.OutcomeSkipped:
+			reason, made = string(a.Reason), false
+		}
+		s, ok := c.attemptsSeen.get(&a, reason)
+		if !ok {
+			s = c.newAttemptSeries(&a, reason)
+		}
+		c.sink.RecordAttempt(s, o)
+		if a.Cut != "" && made {
+			c.count(StreamCuts, BoundedLabel(a.Cut), "", "")
+		}
 	}
 }
 
-// newAttemptSeries is the slow path of onAttempt: it notes the attempt's
-// connection and resolves its series by label values.
-func (c *Core[A, C, R]) newAttemptSeries(a *combo.Attempt, id identKey, reason string) A {
+// newAttemptSeries is the slow path of the OnAttempt hook: it notes the
+// attempt's connection and resolves its series by label values.
+func (c *Core[A, C, R]) newAttemptSeries(a *combo.Attempt, reason string) A {
 	if conn := a.Target.Connection; conn != "" {
 		c.mu.Lock()
 		if _, known := c.conns[conn]; !known {
@@ -374,59 +410,77 @@ func (c *Core[A, C, R]) newAttemptSeries(a *combo.Attempt, id identKey, reason s
 		c.mu.Unlock()
 	}
 	s := c.sink.AttemptSeries(keyOf(a))
-	c.attemptsSeen.put(id, [5]string{a.Target.Provider, a.Target.Model, a.Target.Connection, reason, string(a.Outcome)}, s)
+	c.attemptsSeen.put(a, reason, s)
 	return s
 }
 
-// onRequest records one routed request: its attempt count, router
-// overhead, exclusions and fallbacks.
-func (c *Core[A, C, R]) onRequest(e combo.RequestEnd) {
-	if e.Err != nil {
-		if _, ok := errors.AsType[*combo.Error](e.Err); !ok {
-			return // the caller's context, a lease refusal: nothing routed
-		}
-	}
-	c.Observe(e.Combo, e.Attempts, e.Excluded, e.Duration)
+// routed reports whether a request that ended with err was routed: not
+// when err is the caller's context or a lease refusal.
+func routed(err error) bool {
+	_, ok := errors.AsType[*combo.Error](err)
+	return ok
 }
 
-// Observe records one routed request of combo name that took d and made
-// attempts, with excluded kept out before dispatch.
+// requestHook returns the OnRequest hook, which records each routed
+// request (not one that ended with the caller's context error or a lease
+// refusal): e.Combo's, that took e.Duration and made e.Attempts, with
+// e.Excluded kept out before dispatch. Like attemptHook, it is a func
+// literal so that the router's call reaches the work in one call.
 //
-// The router overhead is d less the time each attempt made spent on its
-// upstream, from its admission to its end (the answer's headers and a
-// plain answer's body, or a stream up to its first useful output). The
-// pauses the router makes on purpose (admission waits, the same-target
-// retry delay, cooldown waits) are included.
-func (c *Core[A, C, R]) Observe(name string, attempts []combo.Attempt, excluded []combo.Exclusion, d time.Duration) {
-	made, skipped := 0, 0
-	for i := range attempts {
-		if a := &attempts[i]; a.Outcome != combo.OutcomeSkipped {
-			made++
-			d -= a.Duration - a.QueueWait
-		} else {
-			skipped++
+// The router overhead is the duration less the time each attempt made
+// spent on its upstream, from its admission to its end (the answer's
+// headers and a plain answer's body, or a stream up to its first useful
+// output). The pauses the router makes on purpose (admission waits, the
+// same-target retry delay, cooldown waits) are included.
+func (c *Core[A, C, R]) requestHook() func(combo.RequestEnd) {
+	return func(e combo.RequestEnd) {
+		if e.Err != nil && !routed(e.Err) {
+			return
+		}
+		made, skipped, d := 0, 0, e.Duration
+		for i := range e.Attempts {
+			if a := &e.Attempts[i]; a.Outcome != combo.OutcomeSkipped {
+				made++
+				d -= a.Duration - a.QueueWait
+			} else {
+				skipped++
+			}
+		}
+		// A request without skips counts its exclusions with its series,
+		// in one add; the others count them one by one (see observeMore).
+		with := e.Excluded
+		if skipped > 0 || len(with) > shapeExclusions {
+			with = nil
+		}
+		s, ok := c.requestsSeen.get(e.Combo, made, with)
+		if !ok {
+			s, with = c.newRequestSeries(e.Combo, made, with)
+		}
+		c.sink.RecordRequest(s, max(d, 0))
+		if len(with) < len(e.Excluded) || skipped > 0 || made > 1 {
+			c.observeMore(&e, len(with) < len(e.Excluded), skipped > 0)
 		}
 	}
-	s, ok := c.requestsSeen.get(name)
-	if !ok {
-		s = c.sink.RequestSeries(name)
-		c.requestsSeen.put(name, s)
-	}
-	c.sink.RecordRequest(s, made, max(d, 0))
-	for i := range excluded {
-		// A terminal answer lists its skips as exclusions too.
-		if x := &excluded[i]; skipped == 0 || !skippedIn(attempts, x) {
-			c.exclusion(string(x.Reason))
+}
+
+// observeMore counts what a request's series does not: its exclusions
+// one by one when the series does not count them (leaving out those a
+// terminal answer lists both as skips and as exclusions), its skips and
+// its fallbacks.
+func (c *Core[A, C, R]) observeMore(e *combo.RequestEnd, exclusions, skips bool) {
+	attempts := e.Attempts
+	if exclusions {
+		for i := range e.Excluded {
+			if x := &e.Excluded[i]; !skips || !skippedIn(attempts, x) {
+				c.sink.Inc(c.exclusionSeries(string(x.Reason)))
+			}
 		}
-	}
-	if skipped == 0 && made < 2 {
-		return // no skip to count, no fallback
 	}
 	var prev *combo.Attempt
 	for i := range attempts {
 		a := &attempts[i]
 		if a.Outcome == combo.OutcomeSkipped {
-			c.exclusion(string(a.Reason))
+			c.sink.Inc(c.exclusionSeries(string(a.Reason)))
 			continue
 		}
 		if prev != nil && prev.Code != RetrySameTarget {
@@ -434,6 +488,27 @@ func (c *Core[A, C, R]) Observe(name string, attempts []combo.Attempt, excluded 
 		}
 		prev = a
 	}
+}
+
+// newRequestSeries is the slow path of the OnRequest hook: it resolves the series of
+// combo name's requests that made attempts and count the exclusions with
+// with them, by value. Past maxShapes series, a request that would count
+// its exclusions with a new series counts them one by one: it returns the
+// exclusions its series counts.
+func (c *Core[A, C, R]) newRequestSeries(name string, made int, with []combo.Exclusion) (R, []combo.Exclusion) {
+	if len(with) > 0 && c.requests.Len() >= maxShapes {
+		with = nil
+		if s, ok := c.requestsSeen.get(name, made, nil); ok {
+			return s, nil
+		}
+	}
+	v := requestKey{combo: name, made: made, n: len(with)}
+	for i := range with {
+		v.reasons[i] = string(with[i].Reason)
+	}
+	s := c.requests.Get(v)
+	c.requestsSeen.put(name, made, with, s)
+	return s, with
 }
 
 // skippedIn reports whether x is a target of attempts skipped for x's

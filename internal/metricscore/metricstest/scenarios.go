@@ -215,6 +215,23 @@ func ScenarioQueueRefused(t *testing.T, m Attacher) *Rig {
 	return g
 }
 
+// ScenarioExclusions: openai answers 429 with Retry-After 90 s; the
+// request falls back to anthropic. The next two requests, while sk-1 cools
+// down, keep openai out before dispatch and go to anthropic at once: each
+// counts its exclusion with the request, and the request_attempts
+// histogram holds one request of two attempts and two of one.
+func ScenarioExclusions(t *testing.T, m Attacher) *Rig {
+	g := NewRig(t, m, watchdog.Config{})
+	g.openai.Script("sk-1", combotest.RateLimited(90*time.Second))
+	g.do(t)
+	for range 2 {
+		if res := g.do(t); len(res.Excluded) != 1 || len(res.Attempts) != 1 {
+			t.Fatalf("excluded %+v, attempts %+v, want openai kept out and one attempt", res.Excluded, res.Attempts)
+		}
+	}
+	return g
+}
+
 // Sample is one expected value: a counter or gauge, or the _count or _sum
 // of a histogram, with its labels as name=value pairs.
 type Sample struct {
@@ -338,6 +355,15 @@ var wantQueueRefused = []Sample{
 	{"routeguard_queue_wait_seconds_count", []string{"provider", "openai"}, Absent}, // no attempt made
 }
 
+var wantExclusions = []Sample{
+	{"routeguard_exclusions_total", []string{"reason", "model_lockout"}, 2},
+	{"routeguard_request_attempts_count", []string{"combo", "smart"}, 3},
+	{"routeguard_request_attempts_sum", []string{"combo", "smart"}, 4},
+	{"routeguard_router_overhead_seconds_count", nil, 3},
+	{"routeguard_fallbacks_total", []string{"from_provider", "openai", "to_provider", "anthropic", "result", "succeeded"}, 1},
+	{"routeguard_attempts_total", []string{"provider", "anthropic", "model", "claude", "outcome", "succeeded", "status_class", "2xx"}, 3},
+}
+
 var Scenarios = []struct {
 	Name string
 	Run  func(*testing.T, Attacher) *Rig
@@ -351,4 +377,5 @@ var Scenarios = []struct {
 	{"empty_stream", ScenarioEmptyStream, wantEmptyStream},
 	{"queue_refused", ScenarioQueueRefused, wantQueueRefused},
 	{"token_usage", ScenarioTokenUsage, wantTokenUsage},
+	{"exclusions", ScenarioExclusions, wantExclusions},
 }
