@@ -153,7 +153,7 @@ func (r *Router) reopened(st *reqState, a *run, f *failure) (*http.Response, *fa
 	a.stop()
 	a.ts.inFlight.Add(-1)
 	a.h.abandon()
-	r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeFailed, Status: f.Status, Code: codeStreamReopen,
+	r.record(st, a.t, a.timing(&Attempt{Target: *a.t, Outcome: OutcomeFailed, Status: f.Status, Code: codeStreamReopen,
 		Err: f.Err, Start: a.start, Duration: r.now().Sub(a.start)}))
 	return nil, f, nil
 }

@@ -193,6 +193,9 @@ type reqState struct {
 	tried   []targetKey
 	exh     exhaustion
 	pick    Pick
+	// timer is a stopped attempt timer kept for the request's next
+	// attempt, or the next request's, sparing the router's pool.
+	timer *attemptTimer
 }
 
 // reqCore is the part of a request's state that putState zeroes: the
@@ -254,7 +257,7 @@ func (st *reqState) bodyBuf() []byte {
 // inline, without an allocation of its own. It is what keeps the answer,
 // with the allocator's 8-byte header, in the 1,792-byte size class
 // (TestAnswerFitsItsSizeClass): one byte more costs 256 bytes per request.
-const smallBody = 504
+const smallBody = 456
 
 // newRun returns a zeroed run for an attempt: the answer's own for the
 // first attempt, a fresh one after.
@@ -814,11 +817,13 @@ type run struct {
 	h          *handle
 	ts         *targetStats
 	start      time.Time
-	cancel     context.CancelFunc
-	tm         *attemptTimer // nil once stopped
-	timedOut   atomic.Bool   // set by the timer's goroutine
-	byDeadline bool          // the timer runs to the request's deadline
-	timers     *sync.Pool    // where tm goes back
+	cancel     context.CancelFunc // context.WithCancel's; nil when the attempt's context is actx
+	actx       attemptCtx         // the attempt's context when the request's can never end
+	tm         *attemptTimer      // nil once stopped
+	timedOut   atomic.Bool        // set by the timer's goroutine
+	byDeadline bool               // the timer runs to the request's deadline
+	timers     *sync.Pool         // where tm goes back
+	spare      **attemptTimer     // the request's spare-timer slot, where tm goes first; nil once Do has returned
 
 	// The trail entry's timings (see Attempt), since start.
 	queueWait, firstByte, firstOutput time.Duration
@@ -827,7 +832,7 @@ type run struct {
 }
 
 // timing fills at's timings from the attempt and returns it.
-func (a *run) timing(at Attempt) Attempt {
+func (a *run) timing(at *Attempt) *Attempt {
 	at.QueueWait, at.FirstByte, at.FirstOutput = a.queueWait, a.firstByte, a.firstOutput
 	at.UsefulBytes, at.Cut = a.useful, a.cut
 	return at
@@ -836,7 +841,28 @@ func (a *run) timing(at Attempt) Attempt {
 // stop ends the attempt's timeout and context.
 func (a *run) stop() {
 	a.stopTimer()
-	a.cancel()
+	a.end()
+}
+
+// end ends the attempt's context.
+func (a *run) end() {
+	if a.cancel != nil {
+		a.cancel()
+		return
+	}
+	a.actx.cancel()
+}
+
+// context returns the attempt's context, derived from ctx, the request's:
+// context.WithCancel's when ctx can end, the attempt's own otherwise.
+func (a *run) context(ctx context.Context) context.Context {
+	if ctx.Done() != nil {
+		actx, cancel := context.WithCancel(ctx)
+		a.cancel = cancel
+		return actx
+	}
+	a.actx.Context = ctx
+	return &a.actx
 }
 
 // attemptTimer is the timer of an attempt's timeout, made once with its
@@ -857,17 +883,21 @@ type attemptTimer struct {
 func (at *attemptTimer) fire() {
 	if a := at.cur.Load(); a != nil {
 		a.timedOut.Store(true)
-		a.cancel()
+		a.end()
 	}
 }
 
 // armTimer starts a's timeout of d. wall is a reading of time.Now in the
 // attempt's goroutine (a.start when the router runs on the wall clock).
-func (r *Router) armTimer(a *run, d time.Duration, wall time.Time) {
+func (r *Router) armTimer(st *reqState, a *run, d time.Duration, wall time.Time) {
 	pooled := wall != wall.Round(0) // a monotonic reading: outside any synctest bubble
 	var at *attemptTimer
 	if pooled {
-		at, _ = r.timers.Get().(*attemptTimer)
+		if at = st.timer; at != nil {
+			st.timer = nil
+		} else {
+			at, _ = r.timers.Get().(*attemptTimer)
+		}
 	}
 	if at == nil {
 		at = &attemptTimer{pooled: pooled}
@@ -877,7 +907,7 @@ func (r *Router) armTimer(a *run, d time.Duration, wall time.Time) {
 		at.cur.Store(a)
 		at.t.Reset(d)
 	}
-	a.tm, a.timers = at, &r.timers
+	a.tm, a.timers, a.spare = at, &r.timers, &st.timer
 }
 
 // stopTimer ends the attempt's timeout. Once the timer has fired (its
@@ -890,7 +920,11 @@ func (a *run) stopTimer() {
 	a.tm = nil
 	if at.t.Stop() && at.pooled {
 		at.cur.Store(nil)
-		a.timers.Put(at)
+		if a.spare != nil && *a.spare == nil {
+			*a.spare = at
+		} else {
+			a.timers.Put(at)
+		}
 	}
 }
 
@@ -940,7 +974,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retries i
 	st.slotWait = 0
 	if skip != nil {
 		st.skipped = append(st.skipped, *skip)
-		r.record(st, t, Attempt{Target: *t, Outcome: OutcomeSkipped, Reason: skip.Reason, Code: skip.Detail, Start: start,
+		r.record(st, t, &Attempt{Target: *t, Outcome: OutcomeSkipped, Reason: skip.Reason, Code: skip.Detail, Start: start,
 			QueueWait: queueWait})
 		return nil, nil, nil
 	}
@@ -957,9 +991,10 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retries i
 	// The per-target timeout bounds the attempt up to its commit: the whole
 	// of a plain answer, and a stream until its first useful output; the
 	// request's deadline bounds it in any case.
-	actx, cancel := context.WithCancel(ctx)
-	a.cancel = cancel
-	held.setCancel(cancel)
+	actx := a.context(ctx)
+	if held != nil {
+		held.setCancel(a.end)
+	}
 	d := st.set.TargetTimeout
 	if left < d {
 		d, a.byDeadline = left, true
@@ -968,7 +1003,7 @@ func (r *Router) attempt(ctx context.Context, t *Target, st *reqState, retries i
 	if r.cfg.Now != nil {
 		wall = time.Now()
 	}
-	r.armTimer(a, d, wall)
+	r.armTimer(st, a, d, wall)
 
 	resp, sendErr := st.send(actx, t)
 	if sendErr == nil && resp == nil {
@@ -1001,7 +1036,7 @@ func (r *Router) sendFailed(ctx, actx context.Context, st *reqState, a *run, sen
 		a.stop()
 		a.ts.inFlight.Add(-1)
 		a.h.abandon()
-		r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeFailed, Code: codeRetrySameTarget, Err: sendErr,
+		r.record(st, a.t, a.timing(&Attempt{Target: *a.t, Outcome: OutcomeFailed, Code: codeRetrySameTarget, Err: sendErr,
 			Start: a.start, Duration: r.now().Sub(a.start)}))
 		return nil, &failure{retrySame: true}, nil
 	}
@@ -1020,7 +1055,7 @@ func (r *Router) abandoned(st *reqState, a *run, err error) (*http.Response, *fa
 	a.stop()
 	a.ts.inFlight.Add(-1)
 	a.h.abandon()
-	at := a.timing(Attempt{Target: *a.t, Outcome: OutcomeFailed, Err: err, Start: a.start, Duration: r.now().Sub(a.start)})
+	at := a.timing(&Attempt{Target: *a.t, Outcome: OutcomeFailed, Err: err, Start: a.start, Duration: r.now().Sub(a.start)})
 	if err == ErrRequestTimeout { //nolint:errorlint // the router's own value
 		at.Status, at.Code = http.StatusGatewayTimeout, reasonRequestTimeout
 	}
@@ -1035,7 +1070,7 @@ func (r *Router) failed(ctx context.Context, st *reqState, a *run, f *failure) (
 	a.ts.inFlight.Add(-1)
 	a.ts.failures.Add(1)
 	now := r.now()
-	r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeFailed, Status: f.Status, Code: f.Reason,
+	r.record(st, a.t, a.timing(&Attempt{Target: *a.t, Outcome: OutcomeFailed, Status: f.Status, Code: f.Reason,
 		Err: f.Err, Start: a.start, Duration: now.Sub(a.start)}))
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
@@ -1076,6 +1111,7 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 			return r.failed(ctx, st, a, f)
 		}
 		a.untilDeadline(st.deadline.Sub(r.now()))
+		a.spare = nil // the stream's timer stops after Do has returned
 		usage = streamUsage(prefix)
 		fb.buf.Reset(prefix)
 		fb.up, fb.c = body, body
@@ -1108,22 +1144,22 @@ func (r *Router) succeeded(ctx context.Context, st *reqState, a *run, resp *http
 	now := r.nowFrom(st.deadline)
 	r.succeed(a.t, st.req, a.h, now)
 	a.ts.success(now.Sub(a.start), now)
-	r.record(st, a.t, a.timing(Attempt{Target: *a.t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,
+	r.record(st, a.t, a.timing(&Attempt{Target: *a.t, Outcome: OutcomeSucceeded, Status: resp.StatusCode,
 		Start: a.start, Duration: now.Sub(a.start), Usage: usage}))
 	return resp, nil, nil
 }
 
 // record appends a trail entry and tells the OnAttempt hook, and every
 // user layer of an attempt that was made.
-func (r *Router) record(st *reqState, t *Target, a Attempt) {
-	st.res.Attempts = append(st.res.Attempts, a)
+func (r *Router) record(st *reqState, t *Target, a *Attempt) {
+	st.res.Attempts = append(st.res.Attempts, *a)
 	if r.cfg.OnAttempt != nil {
-		r.cfg.OnAttempt(a)
+		r.cfg.OnAttempt(*a)
 	}
 	if len(r.cfg.Layers) > 0 && a.Outcome != OutcomeSkipped {
 		now := a.Start.Add(a.Duration)
 		for _, l := range r.cfg.Layers {
-			l.Report(t, a, now)
+			l.Report(t, *a, now)
 		}
 	}
 }
@@ -1138,16 +1174,17 @@ func isEventStream(resp *http.Response) bool {
 
 // finalizer ends an attempt exactly once, when the caller closes the body.
 type finalizer struct {
-	once sync.Once
+	done atomic.Bool
 	a    *run
 }
 
 func (f *finalizer) finish() {
-	f.once.Do(func() {
-		f.a.stop()
-		f.a.ts.inFlight.Add(-1)
-		f.a.h.releaseSlot()
-	})
+	if f.done.Swap(true) {
+		return
+	}
+	f.a.stop()
+	f.a.ts.inFlight.Add(-1)
+	f.a.h.releaseSlot()
 }
 
 // hasNoBody reports whether resp has no body to read: none at all, or one

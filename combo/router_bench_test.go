@@ -142,17 +142,23 @@ func BenchmarkDoOverheadParallel(b *testing.B) {
 
 // TestDoAllocations counts the router's own allocations per successful
 // request with every layer on (the answers are made before counting): one
-// for the answer's memory, two for the attempt's context and one for the
-// queue's release func; a stream adds the watchdog's.
+// for the answer's memory and one for the queue's release func; a request
+// whose context can end adds context.WithCancel's two; a stream adds the
+// watchdog's.
 func TestDoAllocations(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	for _, tc := range []struct {
 		name   string
+		ctx    context.Context
 		header http.Header
 		body   string
 		want   float64
 	}{
-		{"plain", http.Header{}, "ok", 4},
-		{"stream", http.Header{"Content-Type": {"text/event-stream"}}, streamBody, 8},
+		{"plain", context.Background(), http.Header{}, "ok", 2},
+		{"stream", context.Background(), http.Header{"Content-Type": {"text/event-stream"}}, streamBody, 6},
+		{"plain/cancelable", cancelled, http.Header{}, "ok", 4},
+		{"stream/cancelable", cancelled, http.Header{"Content-Type": {"text/event-stream"}}, streamBody, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, c := benchRouter(t, strategyPriority)
@@ -168,9 +174,8 @@ func TestDoAllocations(t *testing.T) {
 				next++
 				return resp, nil
 			}
-			ctx := context.Background()
 			do := func() {
-				res, err := r.Do(ctx, Request{Combo: c}, send)
+				res, err := r.Do(tc.ctx, Request{Combo: c}, send)
 				if err != nil {
 					t.Fatal(err)
 				}

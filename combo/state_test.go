@@ -44,8 +44,12 @@ func TestPutStateLeavesNothingOfTheRequest(t *testing.T) {
 			st.attempted, len(st.tried), len(st.excluded), len(st.exh.connections))
 	}
 	r.putState(st)
+	// The spare timer stays, stopped and tied to no attempt.
+	if st.timer == nil || st.timer.cur.Load() != nil {
+		t.Fatalf("the spare timer is %+v, want a stopped one tied to no attempt", st.timer)
+	}
 	want := reqState{set: st.set, all: st.all, eligible: st.eligible, excluded: st.excluded,
-		skipped: st.skipped, tried: st.tried, exh: st.exh}
+		skipped: st.skipped, tried: st.tried, exh: st.exh, timer: st.timer}
 	if !reflect.DeepEqual(*st, want) {
 		t.Fatalf("putState left %+v", st.reqCore)
 	}
