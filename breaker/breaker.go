@@ -134,6 +134,9 @@ type circuit struct {
 	// owner is the Set that holds the breaker, nil once it has been
 	// dropped (or for a breaker of no Set); guarded by mu.
 	owner *Set
+	// unusual is set while the breaker is counted in owner's unusual
+	// count (its state is not Closed); guarded by mu.
+	unusual bool
 	// evRank and evLast are the breaker's eviction key (see
 	// [circuit.evictKeyLocked]) as last published to owner; queued is set
 	// while the breaker waits in owner's list of changed keys. All three
@@ -176,8 +179,20 @@ func (b *circuit) publishQuickLocked() {
 			q |= quickClean
 		}
 	}
+	// owner's count of breakers not Closed rises before a reader can see
+	// this one open and falls after it is seen closed, so a Set whose count
+	// reads zero holds no breaker a reader could see other than Closed.
+	o := b.owner
+	if o != nil && b.state != Closed && !b.unusual {
+		o.unusual.Add(1)
+		b.unusual = true
+	}
 	if b.quick.Load() != q {
 		b.quick.Store(q)
+	}
+	if o != nil && b.state == Closed && b.unusual {
+		o.unusual.Add(-1)
+		b.unusual = false
 	}
 }
 
