@@ -73,7 +73,7 @@ const causeReset = "reset"
 // usable. A circuit is safe for concurrent use.
 type circuit struct {
 	name string
-	p    Profile
+	p    *Profile // normalized; shared with the other breakers of its profile, never written
 	hook func(Event) // read and cleared (when a Set drops the breaker) under mu
 	// resetting marks, under mu, that the event the next unlock reports
 	// comes from ResetAt.
@@ -159,12 +159,12 @@ var errTripped = errors.New("breaker: counted failure")
 // the breaker ends open periods itself, on its caller's clock.
 const cbTimeout = 100 * 365 * 24 * time.Hour
 
-// newCircuit returns a closed breaker named name with profile p
-// (normalized). onChange, if not nil, is called after every state change,
+// newCircuit returns a closed breaker named name with profile p, which
+// is normalized and is not written after. onChange, if not nil, is called after every state change,
 // outside the breaker's lock, from the goroutine that caused or observed
 // the change.
-func newCircuit(name string, p Profile, onChange func(Event)) *circuit {
-	b := &circuit{name: name, p: p.normalize(), hook: onChange}
+func newCircuit(name string, p *Profile, onChange func(Event)) *circuit {
+	b := &circuit{name: name, p: p, hook: onChange}
 	b.publishQuickLocked() // b is not shared yet
 	return b
 }

@@ -134,6 +134,12 @@ type Set struct {
 	// idx holds every breaker of m, for lookups without the lock; it is
 	// changed and replaced only under mu, and nil until the first breaker.
 	idx atomic.Pointer[index]
+	// classes are the normalized class profiles (OAuth, API key, local)
+	// and profiles the per-provider ones, which the breakers point to, so
+	// that a breaker holds a pointer rather than a copy.
+	classes  [3]Profile
+	profiles map[string]*Profile
+
 	// unusual counts the held breakers whose state is not Closed (see
 	// [circuit.publishQuickLocked]). While it is zero, StateAt answers
 	// Closed for any provider without a lookup: the common case of a
@@ -202,22 +208,36 @@ func (s *Set) refreshOrderLocked() {
 // [Config.Normalize]).
 func NewSet(cfg Config) *Set {
 	s := &Set{cfg: cfg.Normalize(), m: make(map[string]*circuit)}
+	s.classes = [3]Profile{s.cfg.OAuth, s.cfg.APIKey, s.cfg.Local}
+	if len(s.cfg.Profiles) > 0 {
+		s.profiles = make(map[string]*Profile, len(s.cfg.Profiles))
+		for name, p := range s.cfg.Profiles {
+			s.profiles[name] = &p
+		}
+	}
 	for i := range s.order {
 		s.order[i].Pos = setPos
 	}
 	return s
 }
 
-// profileOf returns the profile a breaker for provider has or would get.
-func (s *Set) profileOf(provider string) Profile {
-	if p, ok := s.cfg.Profiles[provider]; ok {
+// profileOf returns the profile a breaker for provider has or would get,
+// one the Set's breakers of that profile share.
+func (s *Set) profileOf(provider string) *Profile {
+	if p, ok := s.profiles[provider]; ok {
 		return p
 	}
 	c := routeguard.APIKey
 	if s.cfg.ClassOf != nil {
 		c = s.cfg.ClassOf(provider)
 	}
-	return s.cfg.classProfile(c)
+	switch c {
+	case routeguard.OAuth:
+		return &s.classes[0]
+	case routeguard.Local:
+		return &s.classes[2]
+	}
+	return &s.classes[1]
 }
 
 // hash returns the index hash of provider.

@@ -24,7 +24,10 @@ const (
 type Breaker = circuit
 
 // New returns a closed breaker, as a Set creates one.
-func New(name string, p Profile, onChange func(Event)) *Breaker { return newCircuit(name, p, onChange) }
+func New(name string, p Profile, onChange func(Event)) *Breaker {
+	p = p.normalize()
+	return newCircuit(name, &p, onChange)
+}
 
 // Allow is AllowReportAt at time.Now() with a done func that takes only the
 // outcome.
@@ -43,7 +46,7 @@ func (b *circuit) Export() Record                              { return b.Snapsh
 func (b *circuit) Restore(r Record) error                      { return b.RestoreAt(r, time.Time{}) }
 func (b *circuit) Reset()                                      { b.ResetAt(time.Time{}) }
 func (b *circuit) Report(r Report) bool                        { return b.ReportAt(r, r.At) }
-func (b *circuit) Profile() Profile                            { return b.p }
+func (b *circuit) Profile() Profile                            { return *b.p }
 
 func (s *Set) Get(provider string) *Breaker { return s.getAt(provider, time.Time{}) }
 
@@ -61,7 +64,7 @@ func (s *Set) Export() []Record                             { return s.SnapshotA
 func (s *Set) Restore(records []Record) error               { return s.RestoreAt(records, time.Time{}) }
 func (s *Set) Reset(provider string) bool                   { return s.ResetAt(provider, time.Time{}) }
 func (s *Set) ResetAll() int                                { return s.ResetAllAt(time.Time{}) }
-func (s *Set) ProfileOf(provider string) Profile            { return s.profileOf(provider) }
+func (s *Set) ProfileOf(provider string) Profile            { return *s.profileOf(provider) }
 
 // Len returns the number of breakers held.
 func (s *Set) Len() int {

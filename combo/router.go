@@ -469,12 +469,14 @@ func (r *Router) requestEnd(ctx context.Context, req *Request, res *Result, err 
 	if res != nil {
 		e.Attempts, e.Excluded = res.Attempts, res.Excluded
 	}
-	if ce, ok := errors.AsType[*Error](err); ok {
-		if len(ce.Attempts) > 0 {
-			e.Attempts = ce.Attempts
-		}
-		if len(ce.Excluded) > 0 {
-			e.Excluded = ce.Excluded
+	if err != nil {
+		if ce, ok := errors.AsType[*Error](err); ok {
+			if len(ce.Attempts) > 0 {
+				e.Attempts = ce.Attempts
+			}
+			if len(ce.Excluded) > 0 {
+				e.Excluded = ce.Excluded
+			}
 		}
 	}
 	e.Duration = r.since(start)
