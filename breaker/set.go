@@ -91,18 +91,6 @@ func (c Config) Normalize() Config {
 	return c
 }
 
-// classProfile returns the normalized profile of class cl; c must be
-// normalized.
-func (c *Config) classProfile(cl routeguard.Class) Profile {
-	switch cl {
-	case routeguard.OAuth:
-		return c.OAuth
-	case routeguard.Local:
-		return c.Local
-	}
-	return c.APIKey
-}
-
 // Set holds the circuit breakers of a gateway, one per provider, each
 // created on first use with the profile of its provider. Ask with
 // [Set.AllowReportAt] before each request and report the request's result
