@@ -73,7 +73,7 @@ const causeReset = "reset"
 // usable. A circuit is safe for concurrent use.
 type circuit struct {
 	name string
-	p    *Profile // normalized; shared with the other breakers of its profile, never written
+	p    *Profile    // normalized; shared with the other breakers of its profile, never written
 	hook func(Event) // read and cleared (when a Set drops the breaker) under mu
 	// resetting marks, under mu, that the event the next unlock reports
 	// comes from ResetAt.
