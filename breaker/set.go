@@ -373,10 +373,17 @@ func (s *Set) ReportAt(provider string, r Report, now time.Time) bool {
 // breaker: an unknown provider is Closed with zero wait. It changes nothing
 // but the lazy refreshes every call makes (an open period that has ended
 // turns half-open), and it does not allocate. A zero now means time.Now().
-func (s *Set) StateAt(provider string, now time.Time) (State, time.Duration) {
-	if s.unusual.Load() == 0 {
-		return Closed, 0
+func (s *Set) StateAt(provider string, now time.Time) (st State, wait time.Duration) {
+	// While every breaker is closed (st's zero value), one load answers,
+	// in a body small enough to be inlined into the caller.
+	if s.unusual.Load() != 0 {
+		st, wait = s.stateAt(provider, now)
 	}
+	return st, wait
+}
+
+// stateAt is StateAt for a Set that holds a breaker not closed.
+func (s *Set) stateAt(provider string, now time.Time) (State, time.Duration) {
 	if b := s.lookup(provider); b != nil {
 		return b.StateAt(now)
 	}

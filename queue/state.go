@@ -65,8 +65,13 @@ type Status struct {
 // state of other keys may send it to the lock now and then.
 func (q *Queue) CheckAt(key string, now time.Time) Decision {
 	if q.admitAll.Load() {
-		return Admit
+		return Admit // small enough to be inlined into the caller's screening
 	}
+	return q.checkAt(key, now)
+}
+
+// checkAt is CheckAt past its first shortcut.
+func (q *Queue) checkAt(key string, now time.Time) Decision {
 	cap, depth := q.capsFor(key)
 	if q.sum.admits(key, cap) {
 		return Admit
