@@ -144,12 +144,14 @@
 // A Router is safe for concurrent use and starts no goroutine. Screening and
 // ordering allocate nothing; the per-request state and the attempts' timers
 // are pooled. A successful request allocates its answer once (the Result,
-// its first trail entry, the final body, and room for a plain answer or a
-// stream's held prefix of up to 512 bytes), plus its attempt's context and
-// the queue's slot: four allocations with every layer on
-// (TestDoAllocations), the watchdog's on top for a stream. A larger
-// non-streamed answer costs one buffer of its size, held until its body is
-// closed; a stream holds only what precedes its first useful output. Time comes
-// from [Config.Now] (time.Now when nil) and is passed to every layer as an
-// explicit now. The subpackage combotest provides fake upstreams for tests.
+// its first trail entry, the attempt, the final body, and room for a plain
+// answer or a stream's held prefix of up to 456 bytes) and the queue's
+// slot: two allocations with every layer on (TestDoAllocations). A request
+// whose context can end adds context.WithCancel's two for its attempt's
+// context (one whose context cannot end, such as context.Background, gets
+// a context kept in the attempt's memory); a stream adds the watchdog's. A
+// larger non-streamed answer costs one buffer of its size, held until its
+// body is closed; a stream holds only what precedes its first useful
+// output. Time comes from [Config.Now] (time.Now when nil) and is passed to
+// every layer as an explicit now. The subpackage combotest provides fake upstreams for tests.
 package combo

@@ -294,15 +294,9 @@ func (l *Lockout) LockedAt(provider, connection, model string, now time.Time) (u
 	c := l.cfg.Load()
 	if c == nil || !c.Enabled || model == "" || l.conns[connBucket(connection)].Load() == 0 {
 		// Disabled, or no entry of this connection: the common answer,
-		// kept in a small function of its own so that it costs a few
-		// instructions (BenchmarkLockedAtUntracked).
+		// before anything is hashed (BenchmarkLockedAtUntracked).
 		return time.Time{}, "", false
 	}
-	return l.lockedAt(c, provider, connection, model, now)
-}
-
-// lockedAt is LockedAt for a connection that may have entries.
-func (l *Lockout) lockedAt(c *conf, provider, connection, model string, now time.Time) (until time.Time, reason Reason, locked bool) {
 	hc := strhash(connection)
 	sh := l.shard(hc)
 	t := sh.tab.Load()
