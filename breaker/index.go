@@ -1,9 +1,9 @@
 package breaker
 
 import (
-	"hash/maphash"
-	"math/bits"
 	"sync/atomic"
+
+	"github.com/routeguard/routeguard/internal/seedhash"
 )
 
 // index is the read side of a [Set]: its breakers by provider name, for
@@ -148,72 +148,13 @@ func (t *index) remove(h uint64, b *circuit) {
 	}
 }
 
-// The index hashes names itself rather than with maphash.String, which
-// took about 65 instructions a short name, more than the probe, where
-// strhash takes about 30 (BenchmarkSetStateRouter and
-// BenchmarkSetState1000, counted with callgrind). The seeds are drawn at
+// The index hashes names with internal/seedhash rather than with
+// maphash.String, which took about 65 instructions a short name, more than
+// the probe, where seedhash takes about 30 (BenchmarkSetStateRouter and
+// BenchmarkSetState1000, counted with callgrind). The seed is drawn at
 // start-up, so where a name lands cannot be predicted from outside the
-// process. The constants are odd 64-bit numbers with well mixed bits.
-const (
-	hashK0 = 0x9E3779B97F4A7C15
-	hashK1 = 0xC2B2AE3D27D4EB4F
-	hashK2 = 0x165667B19E3779F9
-)
+// process.
+var hashSeed = seedhash.New()
 
-var hashSeed0, hashSeed1 = newHashSeeds()
-
-func newHashSeeds() (uint64, uint64) {
-	s := maphash.MakeSeed()
-	return maphash.Comparable(s, 0), maphash.Comparable(s, 1)
-}
-
-// fold multiplies a and b as 128-bit numbers and folds the halves together.
-func fold(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	return hi ^ lo
-}
-
-// strhash returns the seeded 64-bit hash of s. Up to eight bytes are
-// packed in one word and mixed with the length by one multiply; up to 16
-// are read as two overlapping words.
-func strhash(s string) uint64 {
-	n := len(s)
-	var w uint64
-	switch {
-	case n > 16:
-		return longhash(s)
-	case n > 8:
-		return fold(uint64(n)^hashK0, fold(word64(s)^hashSeed0, word64(s[n-8:])^hashSeed1^hashK1))
-	case n >= 4:
-		w = uint64(word32(s)) | uint64(word32(s[n-4:]))<<32
-	case n > 0:
-		w = uint64(s[0]) | uint64(s[n>>1])<<8 | uint64(s[n-1])<<16
-	}
-	return fold(w^hashSeed0, uint64(n)^hashSeed1^hashK1)
-}
-
-// longhash hashes a string longer than 16 bytes, 16 bytes a round; the
-// last round reads the final 16 bytes, overlapping the one before.
-func longhash(s string) uint64 {
-	n := len(s)
-	acc := hashSeed0 ^ uint64(n)*hashK2
-	for i := 0; i+16 < n; i += 16 {
-		acc = fold(word64(s[i:])^hashSeed1^acc, word64(s[i+8:])^hashK1)
-	}
-	x, y := word64(s[n-16:]), word64(s[n-8:])
-	return fold(uint64(n)^hashK0^acc, fold(x^hashSeed0, y^hashSeed1^hashK1))
-}
-
-// word64 returns the first eight bytes of s, little-endian (the compiler
-// makes it one load).
-func word64(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// word32 returns the first four bytes of s, little-endian.
-func word32(s string) uint32 {
-	_ = s[3]
-	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
-}
+// strhash returns the seeded 64-bit hash of s.
+func strhash(s string) uint64 { return hashSeed.String(s) }
